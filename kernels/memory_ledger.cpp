@@ -1,0 +1,149 @@
+#include "memory_ledger.hpp"
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <string_view>
+
+namespace spw {
+
+std::optional<MemoryCategory> memory_category_from_name(std::string_view name) {
+  for (MemoryCategory c : kAllMemoryCategories) {
+    if (memory_category_name(c) == name) return c;
+  }
+  return std::nullopt;
+}
+
+MemoryLedger& MemoryLedger::process() {
+  static MemoryLedger ledger;
+  return ledger;
+}
+
+Status MemoryLedger::reserve(MemoryCategory category, std::size_t bytes) {
+  std::lock_guard lock(mutex_);
+  const std::size_t total = state_.current_total + bytes;
+  if (state_.cap && total > *state_.cap) {
+    return error(StatusCode::memory_cap,
+                 "memory cap exceeded: need " + std::to_string(bytes) + " bytes for " +
+                     std::string(memory_category_name(category)) + ", cap " +
+                     std::to_string(*state_.cap) + ", in use " +
+                     std::to_string(state_.current_total));
+  }
+  const int i = static_cast<int>(category);
+  state_.current[i] += bytes;
+  state_.current_total = total;
+  if (state_.current[i] > state_.peak[i]) state_.peak[i] = state_.current[i];
+  if (total > state_.peak_total) state_.peak_total = total;
+  return Status::success();
+}
+
+void MemoryLedger::release(MemoryCategory category, std::size_t bytes) {
+  std::lock_guard lock(mutex_);
+  const int i = static_cast<int>(category);
+  const std::size_t released = bytes < state_.current[i] ? bytes : state_.current[i];
+  state_.current[i] -= released;
+  state_.current_total -= released;
+}
+
+Status MemoryLedger::set_cap(std::optional<std::size_t> cap) {
+  std::lock_guard lock(mutex_);
+  if (cap && state_.current_total > *cap) {
+    return error(StatusCode::memory_cap,
+                 "memory cap " + std::to_string(*cap) + " bytes is below the " +
+                     std::to_string(state_.current_total) + " bytes already in use");
+  }
+  state_.cap = cap;
+  return Status::success();
+}
+
+std::optional<std::size_t> MemoryLedger::cap() const {
+  std::lock_guard lock(mutex_);
+  return state_.cap;
+}
+
+LedgerSnapshot MemoryLedger::snapshot() const {
+  std::lock_guard lock(mutex_);
+  return state_;
+}
+
+std::size_t MemoryLedger::current_total() const {
+  std::lock_guard lock(mutex_);
+  return state_.current_total;
+}
+
+std::size_t MemoryLedger::peak_total() const {
+  std::lock_guard lock(mutex_);
+  return state_.peak_total;
+}
+
+void MemoryLedger::reset_peaks() {
+  std::lock_guard lock(mutex_);
+  state_.peak = state_.current;
+  state_.peak_total = state_.current_total;
+}
+
+std::string format_bytes(std::size_t bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024.0 && unit < 4) {
+    value /= 1024.0;
+    ++unit;
+  }
+  char text[32];
+  if (unit == 0) {
+    std::snprintf(text, sizeof text, "%zu B", bytes);
+  } else {
+    std::snprintf(text, sizeof text, value < 10 ? "%.2f %s" : "%.1f %s", value, kUnits[unit]);
+  }
+  return text;
+}
+
+Result<std::size_t> parse_bytes(const std::string& text) {
+  auto bad = [&] {
+    return error(StatusCode::invalid_argument,
+                 "cannot read '" + text + "' as a byte count: write e.g. 4096, 512MiB or 8GiB");
+  };
+  std::size_t pos = 0;
+  while (pos < text.size() && std::isspace(static_cast<unsigned char>(text[pos]))) ++pos;
+  const std::size_t number_begin = pos;
+  while (pos < text.size() &&
+         (std::isdigit(static_cast<unsigned char>(text[pos])) || text[pos] == '.')) {
+    ++pos;
+  }
+  if (pos == number_begin) return bad();
+  double number = 0;
+  try {
+    number = std::stod(text.substr(number_begin, pos - number_begin));
+  } catch (...) {
+    return bad();
+  }
+  while (pos < text.size() && std::isspace(static_cast<unsigned char>(text[pos]))) ++pos;
+  std::string suffix;
+  for (; pos < text.size(); ++pos) {
+    if (std::isspace(static_cast<unsigned char>(text[pos]))) break;
+    suffix += static_cast<char>(std::toupper(static_cast<unsigned char>(text[pos])));
+  }
+  for (; pos < text.size(); ++pos) {
+    if (!std::isspace(static_cast<unsigned char>(text[pos]))) return bad();
+  }
+  double scale = 1;
+  if (suffix.empty() || suffix == "B") {
+    scale = 1;
+  } else if (suffix == "K" || suffix == "KB" || suffix == "KIB") {
+    scale = 1024.0;
+  } else if (suffix == "M" || suffix == "MB" || suffix == "MIB") {
+    scale = 1024.0 * 1024;
+  } else if (suffix == "G" || suffix == "GB" || suffix == "GIB") {
+    scale = 1024.0 * 1024 * 1024;
+  } else if (suffix == "T" || suffix == "TB" || suffix == "TIB") {
+    scale = 1024.0 * 1024 * 1024 * 1024;
+  } else {
+    return bad();
+  }
+  const double bytes = number * scale;
+  if (!std::isfinite(bytes) || bytes < 0 || bytes > 1.8e19) return bad();
+  return static_cast<std::size_t>(std::llround(bytes));
+}
+
+}  // namespace spw

@@ -1,0 +1,97 @@
+#include <gtest/gtest.h>
+
+#include "kernels/memory_ledger.hpp"
+#include "kernels/tensor.hpp"
+
+namespace spw {
+namespace {
+
+TEST(MemoryLedger, TracksCurrentAndPeakPerCategory) {
+  MemoryLedger ledger;
+  ASSERT_TRUE(ledger.reserve(MemoryCategory::parameters, 100).ok());
+  ASSERT_TRUE(ledger.reserve(MemoryCategory::stash, 300).ok());
+  ledger.release(MemoryCategory::stash, 200);
+  ASSERT_TRUE(ledger.reserve(MemoryCategory::workspace, 50).ok());
+
+  const LedgerSnapshot s = ledger.snapshot();
+  EXPECT_EQ(s.current_of(MemoryCategory::parameters), 100u);
+  EXPECT_EQ(s.current_of(MemoryCategory::stash), 100u);
+  EXPECT_EQ(s.peak_of(MemoryCategory::stash), 300u);
+  EXPECT_EQ(s.current_of(MemoryCategory::workspace), 50u);
+  EXPECT_EQ(s.current_total, 250u);
+  // The total's high-water mark is 400 (100 + 300), not the sum of per-category peaks (450).
+  EXPECT_EQ(s.peak_total, 400u);
+}
+
+TEST(MemoryLedger, CapRejectsWithExactMessageAndLeavesLedgerUnchanged) {
+  MemoryLedger ledger;
+  ASSERT_TRUE(ledger.set_cap(1000).ok());
+  ASSERT_TRUE(ledger.reserve(MemoryCategory::gradients, 600).ok());
+  const Status status = ledger.reserve(MemoryCategory::stash, 500);
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(status.code(), StatusCode::memory_cap);
+  EXPECT_EQ(status.message(),
+            "memory cap exceeded: need 500 bytes for stash, cap 1000, in use 600");
+  EXPECT_EQ(ledger.current_total(), 600u);
+  EXPECT_EQ(ledger.snapshot().current_of(MemoryCategory::stash), 0u);
+  // Exactly filling the cap is allowed.
+  EXPECT_TRUE(ledger.reserve(MemoryCategory::stash, 400).ok());
+  EXPECT_EQ(ledger.peak_total(), 1000u);
+}
+
+TEST(MemoryLedger, CapBelowUsageIsRefused) {
+  MemoryLedger ledger;
+  ASSERT_TRUE(ledger.reserve(MemoryCategory::parameters, 700).ok());
+  const Status status = ledger.set_cap(500);
+  EXPECT_EQ(status.code(), StatusCode::memory_cap);
+  EXPECT_NE(status.message().find("below the 700 bytes already in use"), std::string::npos);
+  EXPECT_FALSE(ledger.cap().has_value());
+}
+
+TEST(MemoryLedger, ResetPeaksStartsFromCurrentUse) {
+  MemoryLedger ledger;
+  ASSERT_TRUE(ledger.reserve(MemoryCategory::workspace, 900).ok());
+  ledger.release(MemoryCategory::workspace, 800);
+  ledger.reset_peaks();
+  EXPECT_EQ(ledger.peak_total(), 100u);
+  EXPECT_EQ(ledger.snapshot().peak_of(MemoryCategory::workspace), 100u);
+}
+
+TEST(MemoryLedger, TensorAllocationsAreAccountedAndCapped) {
+  MemoryLedger& ledger = MemoryLedger::process();
+  const std::size_t before = ledger.snapshot().current_of(MemoryCategory::optimizer_state);
+  {
+    auto t = Tensor::zeros(Shape{64, 32}, MemoryCategory::optimizer_state);
+    ASSERT_TRUE(t.ok()) << t.status().message();
+    EXPECT_EQ(ledger.snapshot().current_of(MemoryCategory::optimizer_state),
+              before + 64 * 32 * sizeof(float));
+  }
+  EXPECT_EQ(ledger.snapshot().current_of(MemoryCategory::optimizer_state), before);
+
+  const std::size_t in_use = ledger.current_total();
+  ASSERT_TRUE(ledger.set_cap(in_use + 4096).ok());
+  auto too_big = Tensor::zeros(Shape{1024, 2}, MemoryCategory::stash);  // 8192 bytes
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_EQ(too_big.status().message(),
+            "memory cap exceeded: need 8192 bytes for stash, cap " +
+                std::to_string(in_use + 4096) + ", in use " + std::to_string(in_use));
+  EXPECT_EQ(ledger.current_total(), in_use);
+  ASSERT_TRUE(ledger.set_cap(std::nullopt).ok());
+}
+
+TEST(ByteCounts, ParseAndFormat) {
+  EXPECT_EQ(*parse_bytes("4096"), 4096u);
+  EXPECT_EQ(*parse_bytes("8GiB"), 8ull << 30);
+  EXPECT_EQ(*parse_bytes("512 MiB"), 512ull << 20);
+  EXPECT_EQ(*parse_bytes("1.5G"), 3ull << 29);
+  EXPECT_EQ(*parse_bytes("2kb"), 2048u);
+  const auto bad = parse_bytes("eight gigs");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'eight gigs'"), std::string::npos);
+  EXPECT_FALSE(parse_bytes("12 parsecs").ok());
+  EXPECT_EQ(format_bytes(512), "512 B");
+  EXPECT_EQ(format_bytes(3ull << 29), "1.50 GiB");
+}
+
+}  // namespace
+}  // namespace spw

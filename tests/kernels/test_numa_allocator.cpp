@@ -1,0 +1,103 @@
+#include <gtest/gtest.h>
+#include <hwloc.h>
+
+#include "kernels/numa_allocator.hpp"
+#include "kernels/topology.hpp"
+
+namespace spw {
+namespace {
+
+// The logical NUMA node holding the pages of [data, data + bytes), as the kernel reports it.
+std::optional<int> node_of_area(const Topology& topology, const void* data, std::size_t bytes) {
+  hwloc_bitmap_t nodes = hwloc_bitmap_alloc();
+  std::optional<int> result;
+  if (hwloc_get_area_memlocation(topology.handle(), data, bytes, nodes,
+                                 HWLOC_MEMBIND_BYNODESET) == 0 &&
+      hwloc_bitmap_weight(nodes) == 1) {
+    hwloc_obj_t node = hwloc_get_numanode_obj_by_os_index(
+        topology.handle(), static_cast<unsigned>(hwloc_bitmap_first(nodes)));
+    if (node) result = static_cast<int>(node->logical_index);
+  }
+  hwloc_bitmap_free(nodes);
+  return result;
+}
+
+hwloc_bitmap_t pus(std::initializer_list<unsigned> indexes) {
+  hwloc_bitmap_t set = hwloc_bitmap_alloc();
+  for (unsigned i : indexes) hwloc_bitmap_set(set, i);
+  return set;
+}
+
+TEST(NumaAllocator, LocalAllocationIsTouchedAndOnTheThreadsNode) {
+  auto topology = Topology::process();
+  ASSERT_TRUE(topology.ok());
+  constexpr std::size_t kBytes = 8 << 20;
+  auto allocation = allocate(kBytes, MemoryCategory::workspace);
+  ASSERT_TRUE(allocation.ok()) << allocation.status().message();
+  const auto* bytes = static_cast<const unsigned char*>((*allocation)->data());
+  for (std::size_t i = 0; i < kBytes; i += 4096) ASSERT_EQ(bytes[i], 0);
+
+  const auto expected = (*topology)->numa_node_of_calling_thread();
+  if ((*topology)->numa_node_count() == 1 || expected) {
+    const int want = expected.value_or(0);
+    EXPECT_EQ((*allocation)->bound_node(), want);
+    EXPECT_EQ(node_of_area(**topology, bytes, kBytes), want);
+  }
+}
+
+TEST(NumaAllocator, RejectsANodeTheMachineDoesNotHave) {
+  auto topology = Topology::process();
+  ASSERT_TRUE(topology.ok());
+  const int missing = (*topology)->numa_node_count();
+  const std::size_t before = MemoryLedger::process().current_total();
+  auto allocation = allocate(4096, MemoryCategory::stash, MemoryPlacement::on_node(missing));
+  ASSERT_FALSE(allocation.ok());
+  EXPECT_EQ(allocation.status().code(), StatusCode::invalid_argument);
+  EXPECT_EQ(allocation.status().message(),
+            "cannot place memory on NUMA node " + std::to_string(missing) +
+                ": this machine has " + std::to_string(missing) + " NUMA node(s)");
+  EXPECT_EQ(MemoryLedger::process().current_total(), before);
+}
+
+TEST(NumaAllocator, SeparateLedgerAccountsAndReleases) {
+  MemoryLedger ledger;
+  {
+    auto a = allocate(12345, MemoryCategory::communication, {}, FirstTouch::none, ledger);
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(ledger.snapshot().current_of(MemoryCategory::communication), 12345u);
+  }
+  EXPECT_EQ(ledger.current_total(), 0u);
+  EXPECT_EQ(ledger.peak_total(), 12345u);
+}
+
+TEST(Topology, NodeOfCpusetOnASyntheticTwoNodeMachine) {
+  auto topology = Topology::synthetic("pack:2 [numa] core:4 pu:1");
+  ASSERT_TRUE(topology.ok()) << topology.status().message();
+  const Topology& t = **topology;
+  EXPECT_FALSE(t.is_this_system());
+  ASSERT_EQ(t.numa_node_count(), 2);
+  EXPECT_EQ(t.core_count(), 8);
+
+  hwloc_bitmap_t second_package = pus({4, 5, 6, 7});
+  hwloc_bitmap_t first_core = pus({0});
+  hwloc_bitmap_t straddling = pus({3, 4});
+  EXPECT_EQ(t.numa_node_of_cpuset(second_package), 1);
+  EXPECT_EQ(t.numa_node_of_cpuset(first_core), 0);
+  EXPECT_EQ(t.numa_node_of_cpuset(straddling), std::nullopt);
+  hwloc_bitmap_free(second_package);
+  hwloc_bitmap_free(first_core);
+  hwloc_bitmap_free(straddling);
+
+  EXPECT_EQ(t.capacity_node_for(0), 1);
+  EXPECT_EQ(t.capacity_node_for(1), 0);
+  for (const auto& node : t.numa_nodes()) EXPECT_EQ(node.core_count, 4);
+}
+
+TEST(Topology, SyntheticDescriptionErrorsNameTheText) {
+  auto topology = Topology::synthetic("pack:two");
+  ASSERT_FALSE(topology.ok());
+  EXPECT_NE(topology.status().message().find("'pack:two'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace spw
