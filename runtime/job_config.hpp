@@ -1,0 +1,155 @@
+// JobConfig: what a TOML job file asks spillway to do, checked and with every default filled in.
+// Job files are the only user-facing way to describe a run, so every mistake in one must come back
+// as a single config_error line that names the file, the line and the key; nothing downstream
+// re-validates these values.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/status.hpp"
+
+namespace spw {
+
+enum class ModelKind { gpt, mlp };
+enum class DataKind { text, fashion_mnist, synthetic };
+enum class OptimizerKind { sgd, adamw };
+enum class ScheduleKind { gpipe, one_f_one_b, interleaved, zb_h1 };
+// `auto` is a keyword, hence `automatic` for the job file's "auto".
+enum class Layout { automatic, classic, pipefb };
+enum class OffloadTier { none, host, file, peer };
+
+// The spelling used in job files and report.json ("fashion-mnist", "1f1b", "zb-h1", "auto").
+std::string_view to_string(ModelKind kind);
+std::string_view to_string(DataKind source);
+std::string_view to_string(OptimizerKind kind);
+std::string_view to_string(ScheduleKind schedule);
+std::string_view to_string(Layout layout);
+std::string_view to_string(OffloadTier tier);
+
+struct ModelConfig {
+  ModelKind kind = ModelKind::gpt;
+  // gpt only.
+  int layers = 8;
+  int d_model = 256;
+  int heads = 8;
+  int seq = 128;
+  int vocab = 256;  // byte-level tokens; anything else is rejected
+  double ln_eps = 1e-5;
+  // mlp only: layer widths, input first, output last.
+  std::vector<int> dims;
+  bool operator==(const ModelConfig&) const = default;
+};
+
+struct DataConfig {
+  DataKind source = DataKind::text;
+  // Filled in with the source's Debian package location when the job leaves it empty
+  // (empty stays empty for synthetic data).
+  std::string path;
+  bool operator==(const DataConfig&) const = default;
+};
+
+struct TrainConfig {
+  int batch = 16;
+  int microbatches = 1;  // divides batch
+  // Exactly one is set.
+  std::optional<std::int64_t> steps;
+  std::optional<std::int64_t> epochs;
+  OptimizerKind optimizer = OptimizerKind::adamw;
+  double lr = 1e-3;
+  double momentum = 0.0;  // sgd
+  double beta1 = 0.9;     // adamw
+  double beta2 = 0.999;   // adamw
+  double eps = 1e-8;      // adamw
+  double weight_decay = 0.0;
+  std::uint64_t seed = 1234;
+  std::string init_from;  // checkpoint to start from; empty: fresh initialisation
+  bool operator==(const TrainConfig&) const = default;
+};
+
+// An inclusive range of model blocks that one pipeline stage owns.
+struct StageRange {
+  int first = 0;
+  int last = 0;
+  bool operator==(const StageRange&) const = default;
+};
+
+// parallel.stages: "auto" (the planner chooses), a stage count, or explicit block ranges.
+// Ranges are checked to start at block 0 and to be contiguous; whether the last one ends at the
+// model's last block is for the partitioner, which knows how the model is cut into blocks.
+struct StagesSpec {
+  enum class Form { automatic, count, ranges };
+  Form form = Form::automatic;
+  int count = 0;                    // form == count
+  std::vector<StageRange> ranges;   // form == ranges, in block order
+  bool operator==(const StagesSpec&) const = default;
+};
+
+struct ParallelConfig {
+  StagesSpec stages;
+  int replicas = 1;
+  ScheduleKind schedule = ScheduleKind::one_f_one_b;
+  int chunks = 1;
+  Layout layout = Layout::automatic;
+  bool operator==(const ParallelConfig&) const = default;
+};
+
+struct OffloadConfig {
+  OffloadTier tier = OffloadTier::none;
+  int keep = 1;
+  int lookahead = 1;
+  bool verify = false;
+  std::string dir;  // empty: the runtime picks a place
+  bool operator==(const OffloadConfig&) const = default;
+};
+
+struct MemoryConfig {
+  std::optional<std::size_t> cap;  // bytes per rank; nullopt: no cap
+  bool operator==(const MemoryConfig&) const = default;
+};
+
+struct OutputConfig {
+  std::string dir = "spillway-out";
+  std::int64_t checkpoint_every = 0;  // steps; 0: never
+  bool trace = true;
+  bool operator==(const OutputConfig&) const = default;
+};
+
+struct ThreadsConfig {
+  int count = 0;  // 0: leave OpenMP's default
+  bool operator==(const ThreadsConfig&) const = default;
+};
+
+struct JobConfig {
+  ModelConfig model;
+  DataConfig data;
+  TrainConfig train;
+  ParallelConfig parallel;
+  OffloadConfig offload;
+  MemoryConfig memory;
+  OutputConfig output;
+  ThreadsConfig threads;
+  bool operator==(const JobConfig&) const = default;
+};
+
+// Reads and checks a job file. `overrides` are --set arguments, "section.key=value" with the value
+// written as TOML (a bare word that is not TOML is taken as a string); they replace or add keys
+// before anything is checked. A missing file is not_found, an unreadable one io_error.
+Result<JobConfig> load_job_file(const std::string& path, const std::vector<std::string>& overrides);
+
+// The same for job text already in memory; `source_name` is what error messages call it.
+Result<JobConfig> parse_job_string(std::string_view toml_text, const std::string& source_name,
+                                   const std::vector<std::string>& overrides);
+
+// The resolved config, shaped like the job file (sections, keys, job-file spellings) so a report
+// can be turned back into a job. Unset optionals (train.steps or train.epochs, memory.cap) are
+// left out because TOML has no null.
+nlohmann::json to_json(const JobConfig& config);
+
+}  // namespace spw
