@@ -18,7 +18,9 @@ inline float exp(float x) {
   x = x > kMax ? kMax : x;
   const bool underflow = x < kMin;
   x = x < kMin ? kMin : x;
-  const float n = __builtin_roundevenf(x * 1.44269504088896341f);
+  // rint rounds to nearest-even in the default rounding mode, like roundeven, but GCC 12
+  // vectorises only rint: roundeven would leave every exp loop scalar.
+  const float n = __builtin_rintf(x * 1.44269504088896341f);
   float r = x - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
