@@ -1,0 +1,275 @@
+#include "kernels/ops/layernorm.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "kernels/numa_allocator.hpp"
+#include "kernels/threading.hpp"
+
+namespace spw::ops {
+
+namespace {
+
+constexpr std::int64_t kLineFloats = 64 / sizeof(float);
+constexpr std::int64_t kPrefetchBytes = 2048;
+// The weight gradient sums rows in groups of at least kGroupRows, so that adding up the
+// groups' partials costs little next to the pass over the rows, and at most kMaxGroups, so
+// that the partials (kMaxGroups rows of 2 d floats) stay small.
+constexpr std::int64_t kGroupRows = 64;
+constexpr std::int64_t kMaxGroups = 256;
+
+// A tensor with elements but no memory (a borrowed null pointer) would crash the loops.
+Status check_data(const char* op, const char* name, const Tensor& t) {
+  if (t.numel() > 0 && t.data() == nullptr) {
+    return error(StatusCode::invalid_argument,
+                 std::string(op) + ": " + name + " " + t.shape().to_string() + " has no data");
+  }
+  return Status::success();
+}
+
+Status check_x(const char* op, const char* name, const Tensor& x) {
+  if (x.rank() < 2 || x.shape().cols() < 1) {
+    return error(StatusCode::shape_mismatch, std::string(op) + ": " + name + " " +
+                                                 x.shape().to_string() +
+                                                 " is not a matrix [rows, d] with d >= 1");
+  }
+  return check_data(op, name, x);
+}
+
+// Any rank >= 2 with x's rows and width: [batch*seq, d] and [batch, seq, d] are the same rows.
+Status check_like_x(const char* op, const char* name, const Tensor& t, const Tensor& x) {
+  if (t.rank() < 2 || t.shape().rows() != x.shape().rows() ||
+      t.shape().cols() != x.shape().cols()) {
+    return error(StatusCode::shape_mismatch,
+                 std::string(op) + ": " + name + " " + t.shape().to_string() +
+                     " does not fit x " + x.shape().to_string() + ": expected " +
+                     Shape{x.shape().rows(), x.shape().cols()}.to_string());
+  }
+  return check_data(op, name, t);
+}
+
+Status check_weight(const char* op, const char* name, const Tensor& w, const Tensor& x) {
+  if (!(w.shape() == Shape{x.shape().cols()})) {
+    return error(StatusCode::shape_mismatch, std::string(op) + ": " + name + " " +
+                                                 w.shape().to_string() + " does not fit x " +
+                                                 x.shape().to_string() + ": expected [" +
+                                                 std::to_string(x.shape().cols()) + "]");
+  }
+  return check_data(op, name, w);
+}
+
+// One value per row of x: [rows], or x's own leading dimensions.
+Status check_stat(const char* op, const char* name, const Tensor& s, const Tensor& x) {
+  bool fits = s.shape() == Shape{x.shape().rows()};
+  if (!fits && s.rank() == x.rank() - 1) {
+    fits = true;
+    for (int i = 0; i < s.rank(); ++i) fits = fits && s.dim(i) == x.dim(i);
+  }
+  if (!fits) {
+    return error(StatusCode::shape_mismatch, std::string(op) + ": " + name + " " +
+                                                 s.shape().to_string() + " does not fit x " +
+                                                 x.shape().to_string() + ": expected [" +
+                                                 std::to_string(x.shape().rows()) + "]");
+  }
+  return check_data(op, name, s);
+}
+
+std::string format_float(float value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", static_cast<double>(value));
+  return text;
+}
+
+}  // namespace
+
+Status layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                         Tensor& y, Tensor& mean, Tensor& rstd) {
+  constexpr const char* kOp = "layernorm_forward";
+  SPW_TRY(check_x(kOp, "x", x));
+  SPW_TRY(check_weight(kOp, "gamma", gamma, x));
+  SPW_TRY(check_weight(kOp, "beta", beta, x));
+  SPW_TRY(check_like_x(kOp, "y", y, x));
+  SPW_TRY(check_stat(kOp, "mean", mean, x));
+  SPW_TRY(check_stat(kOp, "rstd", rstd, x));
+  if (!(eps > 0.0f) || !std::isfinite(eps)) {
+    return error(StatusCode::invalid_argument,
+                 std::string(kOp) + ": eps " + format_float(eps) +
+                     " must be positive and finite (a constant row would divide by zero)");
+  }
+
+  const std::int64_t rows = x.shape().rows();
+  const std::int64_t d = x.shape().cols();
+  const float inv_d = 1.0f / static_cast<float>(d);
+  const float* xp = x.data();
+  const float* g = gamma.data();
+  const float* b = beta.data();
+  float* yp = y.data();
+  float* mp = mean.data();
+  float* rp = rstd.data();
+
+  // While a row's statistics are reduced no new addresses reach the hardware prefetcher, so
+  // the rows about 2 KiB ahead are requested explicitly (about 20% more
+  // bandwidth at d 256 on a 2-core VM).
+  const std::int64_t ahead =
+      std::max<std::int64_t>(1, kPrefetchBytes / (d * static_cast<std::int64_t>(sizeof(float))));
+
+#pragma omp parallel for schedule(static) num_threads(compute_threads())
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const float* xr = xp + i * d;
+    float* yr = yp + i * d;
+    if (i + ahead < rows) {
+      for (std::int64_t j = 0; j < d; j += kLineFloats) __builtin_prefetch(xr + ahead * d + j);
+    }
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (std::int64_t j = 0; j < d; ++j) sum += xr[j];
+    const float rough = sum * inv_d;
+    // Corrected two-pass (Chan, Golub & LeVeque): the deviations from the first-pass mean
+    // sum to zero in exact arithmetic, so their computed sum is that mean's rounding error
+    // and corrects both the mean and the variance. The row is still in L1 for this pass.
+    float dev = 0.0f;
+    float sq = 0.0f;
+#pragma omp simd reduction(+ : dev, sq)
+    for (std::int64_t j = 0; j < d; ++j) {
+      const float c = xr[j] - rough;
+      dev += c;
+      sq += c * c;
+    }
+    const float var = std::max((sq - dev * dev * inv_d) * inv_d, 0.0f);
+    const float m = rough + dev * inv_d;
+    const float rs = 1.0f / std::sqrt(var + eps);
+#pragma omp simd
+    for (std::int64_t j = 0; j < d; ++j) yr[j] = (xr[j] - m) * rs * g[j] + b[j];
+    mp[i] = m;
+    rp[i] = rs;
+  }
+  return Status::success();
+}
+
+Status layernorm_backward_input(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                const Tensor& mean, const Tensor& rstd, Tensor& dx) {
+  constexpr const char* kOp = "layernorm_backward_input";
+  SPW_TRY(check_x(kOp, "x", x));
+  SPW_TRY(check_like_x(kOp, "dy", dy, x));
+  SPW_TRY(check_weight(kOp, "gamma", gamma, x));
+  SPW_TRY(check_stat(kOp, "mean", mean, x));
+  SPW_TRY(check_stat(kOp, "rstd", rstd, x));
+  SPW_TRY(check_like_x(kOp, "dx", dx, x));
+
+  const std::int64_t rows = x.shape().rows();
+  const std::int64_t d = x.shape().cols();
+  const float inv_d = 1.0f / static_cast<float>(d);
+  const float* dyp = dy.data();
+  const float* xp = x.data();
+  const float* g = gamma.data();
+  const float* mp = mean.data();
+  const float* rp = rstd.data();
+  float* dxp = dx.data();
+
+  // With g = dy ⊙ gamma and xhat = (x - mean) rstd:
+  //   dx = rstd (g - mean(g) - xhat mean(g ⊙ xhat)).
+#pragma omp parallel for schedule(static) num_threads(compute_threads())
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const float* dyr = dyp + i * d;
+    const float* xr = xp + i * d;
+    float* dxr = dxp + i * d;
+    const float m = mp[i];
+    const float rs = rp[i];
+    float sum_g = 0.0f;
+    float sum_gx = 0.0f;
+#pragma omp simd reduction(+ : sum_g, sum_gx)
+    for (std::int64_t j = 0; j < d; ++j) {
+      const float gj = dyr[j] * g[j];
+      sum_g += gj;
+      sum_gx += gj * ((xr[j] - m) * rs);
+    }
+    const float mean_g = sum_g * inv_d;
+    const float mean_gx = sum_gx * inv_d;
+#pragma omp simd
+    for (std::int64_t j = 0; j < d; ++j) {
+      const float xhat = (xr[j] - m) * rs;
+      dxr[j] = rs * (dyr[j] * g[j] - mean_g - xhat * mean_gx);
+    }
+  }
+  return Status::success();
+}
+
+Status layernorm_backward_weight(const Tensor& dy, const Tensor& x, const Tensor& mean,
+                                 const Tensor& rstd, Tensor& dgamma, Tensor& dbeta) {
+  constexpr const char* kOp = "layernorm_backward_weight";
+  SPW_TRY(check_x(kOp, "x", x));
+  SPW_TRY(check_like_x(kOp, "dy", dy, x));
+  SPW_TRY(check_stat(kOp, "mean", mean, x));
+  SPW_TRY(check_stat(kOp, "rstd", rstd, x));
+  SPW_TRY(check_weight(kOp, "dgamma", dgamma, x));
+  SPW_TRY(check_weight(kOp, "dbeta", dbeta, x));
+
+  const std::int64_t rows = x.shape().rows();
+  const std::int64_t d = x.shape().cols();
+  const std::int64_t groups = std::clamp<std::int64_t>((rows + kGroupRows - 1) / kGroupRows, 1,
+                                                       kMaxGroups);
+  // Each group's row holds its dgamma partial, then its dbeta partial, each padded to whole
+  // cache lines so that groups summed by different threads never share a line.
+  const std::int64_t padded = (d + kLineFloats - 1) / kLineFloats * kLineFloats;
+  const std::int64_t stride = 2 * padded;
+  SPW_ASSIGN_OR_RETURN(
+      const std::unique_ptr<Allocation> scratch,
+      allocate(static_cast<std::size_t>(groups * stride) * sizeof(float),
+               MemoryCategory::workspace, MemoryPlacement::local(), FirstTouch::none));
+  float* partial = static_cast<float*>(scratch->data());
+  const float* dyp = dy.data();
+  const float* xp = x.data();
+  const float* mp = mean.data();
+  const float* rp = rstd.data();
+  float* dg = dgamma.data();
+  float* db = dbeta.data();
+
+  // A reduction over rows. Threads split the rows (as every other pass over dy and x does,
+  // streaming whole rows) into a fixed number of groups that depends only on the row count;
+  // the group partials are then added in group order. So the result does not depend on the
+  // thread count or the schedule, and the rounding error grows with rows / groups + groups.
+#pragma omp parallel num_threads(compute_threads())
+  {
+#pragma omp for schedule(static)
+    for (std::int64_t group = 0; group < groups; ++group) {
+      float* pg = partial + group * stride;
+      float* pb = pg + padded;
+      std::fill_n(pg, stride, 0.0f);
+      const std::int64_t end = (group + 1) * rows / groups;
+      for (std::int64_t i = group * rows / groups; i < end; ++i) {
+        const float* dyr = dyp + i * d;
+        const float* xr = xp + i * d;
+        const float m = mp[i];
+        const float rs = rp[i];
+#pragma omp simd
+        for (std::int64_t j = 0; j < d; ++j) {
+          pg[j] += dyr[j] * ((xr[j] - m) * rs);
+          pb[j] += dyr[j];
+        }
+      }
+    }
+    // The implicit barrier above makes every partial visible. Each thread now owns whole
+    // cache lines of the outputs.
+#pragma omp for schedule(static)
+    for (std::int64_t c0 = 0; c0 < stride; c0 += kLineFloats) {
+      alignas(64) float sum[kLineFloats] = {};
+      for (std::int64_t group = 0; group < groups; ++group) {
+        const float* p = partial + group * stride + c0;
+#pragma omp simd
+        for (std::int64_t k = 0; k < kLineFloats; ++k) sum[k] += p[k];
+      }
+      const bool is_beta = c0 >= padded;
+      const std::int64_t col = is_beta ? c0 - padded : c0;
+      float* out = (is_beta ? db : dg) + col;
+      const std::int64_t n = std::min(kLineFloats, d - col);
+      for (std::int64_t k = 0; k < n; ++k) out[k] += sum[k];
+    }
+  }
+  return Status::success();
+}
+
+}  // namespace spw::ops

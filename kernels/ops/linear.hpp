@@ -1,0 +1,29 @@
+// Linear (fully connected) layer in PyTorch's layout: weight [out, in], bias [out], so a
+// checkpoint's tensors load as they are. Every product goes through spw::blas::sgemm with the
+// transposes expressed as strides: no operand is copied or transposed in memory.
+//
+// The backward is two calls, because zero-bubble pipeline schedules run the input gradient
+// (on the critical path to the previous stage) and the weight gradient (deferrable) at
+// different times.
+#pragma once
+
+#include "kernels/status.hpp"
+#include "kernels/tensor.hpp"
+
+namespace spw::ops {
+
+// y [rows, out] = x [rows, in] · weightᵀ + bias, overwriting y. bias may be null. x and y are
+// matrix views of any rank ≥ 2 (only rows() and cols() are checked); y must not share memory
+// with x, weight or bias.
+Status linear_forward(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor& y);
+
+// dx [rows, in] = dy [rows, out] · weight, overwriting dx.
+Status linear_backward_input(const Tensor& dy, const Tensor& weight, Tensor& dx);
+
+// dweight [out, in] += dyᵀ · x and, if dbias is not null, dbias [out] += the column sums of
+// dy. Accumulates, so microbatches sum their gradients; the caller zeroes them per step.
+// Results are bit-identical from run to run.
+Status linear_backward_weight(const Tensor& dy, const Tensor& x, Tensor& dweight,
+                              Tensor* dbias);
+
+}  // namespace spw::ops

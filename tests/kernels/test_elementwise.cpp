@@ -1,0 +1,494 @@
+#include <gtest/gtest.h>
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernels/ops/activation.hpp"
+#include "kernels/ops/bias.hpp"
+#include "kernels/ops/residual.hpp"
+#include "kernels/reference/elementwise.hpp"
+#include "op_test_support.hpp"
+
+namespace spw {
+namespace {
+
+using testing::close_normwise;
+using testing::random_vector;
+using testing::tensor_from;
+using testing::to_double;
+using testing::zeros;
+
+constexpr double kReferenceTolerance = 1e-6;
+constexpr double kFloatTolerance = 1e-5;
+
+std::size_t size(std::int64_t n) { return static_cast<std::size_t>(n); }
+
+// Random values already rounded to float, so the double reference sees exactly what the
+// fp32 op sees.
+std::vector<double> float_values(std::int64_t n, std::uint64_t seed, double lo = -1.0,
+                                 double hi = 1.0) {
+  return testing::cast_vector<double>(
+      testing::cast_vector<float>(random_vector(size(n), seed, lo, hi)));
+}
+
+// ReLU's kink makes central differences meaningless within h of 0.
+std::vector<double> away_from_zero(std::vector<double> v) {
+  for (double& x : v) {
+    if (std::abs(x) < 1e-3) x = x < 0 ? -1e-3 : 1e-3;
+  }
+  return v;
+}
+
+Tensor filled(const Shape& shape, float value) {
+  Tensor t = zeros(shape);
+  t.fill(value);
+  return t;
+}
+
+bool bit_identical(const Tensor& a, const Tensor& b) {
+  return a.numel() == b.numel() && std::memcmp(a.data(), b.data(), a.bytes()) == 0;
+}
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// The normwise error with the scale floored at 1. GELU's accuracy is absolute (at most 2e-6,
+// pinned pointwise by GeluIsAccurateOnADenseGrid): in the left tail x Φ(x) is tiny and its
+// relative error large. With a single element, where normwise means pointwise relative, a
+// tail value would fail a relative test that every vector of O(1) activations passes.
+::testing::AssertionResult close_at_unit_scale(const std::vector<double>& got,
+                                               const std::vector<double>& want,
+                                               double tolerance) {
+  std::vector<double> padded_got = got, padded_want = want;
+  padded_got.push_back(1.0);
+  padded_want.push_back(1.0);
+  return close_normwise(padded_got, padded_want, tolerance);
+}
+
+// ---------------------------------------------------------------------------------------
+// (a) Reference backwards against central differences of the reference forwards, with the
+// loss L = Σ y ⊙ r.
+
+TEST(ElementwiseReference, BiasBackwardMatchesFiniteDifferences) {
+  const std::int64_t rows = 4, cols = 3;
+  const std::vector<double> x = random_vector(size(rows * cols), 1);
+  std::vector<double> b = random_vector(size(cols), 2);
+  const std::vector<double> r = random_vector(size(rows * cols), 3);
+  auto loss = [&] {
+    std::vector<double> y = x;
+    ref::bias_forward(y.data(), b.data(), rows, cols);
+    return testing::dot(y, r);
+  };
+  std::vector<double> db(size(cols), 0.0);
+  ref::bias_backward_weight(r.data(), db.data(), rows, cols);
+  EXPECT_TRUE(close_normwise(db, testing::finite_difference(b, loss), kReferenceTolerance));
+}
+
+TEST(ElementwiseReference, GeluBackwardMatchesFiniteDifferences) {
+  const std::int64_t n = 40;
+  std::vector<double> x = random_vector(size(n), 4, -4.0, 4.0);
+  const std::vector<double> r = random_vector(size(n), 5);
+  auto loss = [&] {
+    std::vector<double> y(size(n));
+    ref::gelu_forward(x.data(), y.data(), n);
+    return testing::dot(y, r);
+  };
+  std::vector<double> dx(size(n));
+  ref::gelu_backward(r.data(), x.data(), dx.data(), n);
+  EXPECT_TRUE(close_normwise(dx, testing::finite_difference(x, loss), kReferenceTolerance));
+}
+
+TEST(ElementwiseReference, ReluBackwardMatchesFiniteDifferences) {
+  const std::int64_t n = 40;
+  std::vector<double> x = away_from_zero(random_vector(size(n), 6));
+  const std::vector<double> r = random_vector(size(n), 7);
+  auto loss = [&] {
+    std::vector<double> y(size(n));
+    ref::relu_forward(x.data(), y.data(), n);
+    return testing::dot(y, r);
+  };
+  std::vector<double> dx(size(n));
+  ref::relu_backward(r.data(), x.data(), dx.data(), n);
+  EXPECT_TRUE(close_normwise(dx, testing::finite_difference(x, loss), kReferenceTolerance));
+}
+
+TEST(ElementwiseReference, ResidualBackwardMatchesFiniteDifferences) {
+  // The gradient of y = a + b reaches both branches unchanged; the backward of the branch
+  // point accumulates it into each branch's (here zero) gradient.
+  const std::int64_t n = 12;
+  std::vector<double> a = random_vector(size(n), 8);
+  std::vector<double> b = random_vector(size(n), 9);
+  const std::vector<double> r = random_vector(size(n), 10);
+  auto loss = [&] {
+    std::vector<double> y(size(n));
+    ref::residual_forward(a.data(), b.data(), y.data(), n);
+    return testing::dot(y, r);
+  };
+  std::vector<double> da(size(n), 0.0), db(size(n), 0.0);
+  ref::accumulate(da.data(), r.data(), n);
+  ref::accumulate(db.data(), r.data(), n);
+  EXPECT_TRUE(close_normwise(da, testing::finite_difference(a, loss), kReferenceTolerance));
+  EXPECT_TRUE(close_normwise(db, testing::finite_difference(b, loss), kReferenceTolerance));
+}
+
+TEST(ElementwiseReference, GeluKnownValues) {
+  const std::vector<double> x = {0.0, 1.0, -1.0};
+  std::vector<double> y(3), dx(3);
+  const std::vector<double> ones(3, 1.0);
+  ref::gelu_forward(x.data(), y.data(), 3);
+  ref::gelu_backward(ones.data(), x.data(), dx.data(), 3);
+  EXPECT_DOUBLE_EQ(y[0], 0.0);
+  EXPECT_NEAR(y[1], 0.8413447460685429, 1e-15);   // Φ(1)
+  EXPECT_NEAR(y[2], -0.15865525393145707, 1e-15);  // -Φ(-1)
+  EXPECT_DOUBLE_EQ(dx[0], 0.5);
+}
+
+// ---------------------------------------------------------------------------------------
+// (b) fp32 ops against the double reference on the same fp32 inputs.
+
+struct Size {
+  std::int64_t rows, cols;
+  std::int64_t n() const { return rows * cols; }
+};
+
+std::string size_name(const ::testing::TestParamInfo<Size>& info) {
+  return "rows" + std::to_string(info.param.rows) + "_cols" + std::to_string(info.param.cols);
+}
+
+std::vector<Size> sizes() {
+  std::vector<Size> all;
+  for (const std::int64_t rows : {1, 7, 33, 130}) {
+    for (const std::int64_t cols : {1, 5, 17, 67, 256}) all.push_back({rows, cols});
+  }
+  return all;
+}
+
+class ElementwiseMatchesReference : public ::testing::TestWithParam<Size> {};
+
+TEST_P(ElementwiseMatchesReference, Bias) {
+  const Size s = GetParam();
+  const auto yv = float_values(s.n(), 11);
+  const auto bv = float_values(s.cols, 12);
+  const auto db0 = float_values(s.cols, 13);
+  Tensor y = tensor_from({s.rows, s.cols}, yv);
+  const Tensor b = tensor_from({s.cols}, bv);
+  Tensor db = tensor_from({s.cols}, db0);
+  ASSERT_TRUE(ops::bias_forward(y, b).ok());
+  ASSERT_TRUE(ops::bias_backward_weight(y, db).ok());
+
+  std::vector<double> want_y = yv, want_db = db0;
+  ref::bias_forward(want_y.data(), bv.data(), s.rows, s.cols);
+  // The op summed the fp32 y it produced; so does the reference.
+  ref::bias_backward_weight(to_double(y).data(), want_db.data(), s.rows, s.cols);
+  EXPECT_TRUE(close_normwise(to_double(y), want_y, kFloatTolerance));
+  EXPECT_TRUE(close_normwise(to_double(db), want_db, kFloatTolerance));
+}
+
+TEST_P(ElementwiseMatchesReference, Gelu) {
+  const Size s = GetParam();
+  // Wide enough to reach both tails, where erf saturates.
+  const auto xv = float_values(s.n(), 21, -6.0, 6.0);
+  const auto dyv = float_values(s.n(), 22);
+  const Tensor x = tensor_from({s.rows, s.cols}, xv);
+  const Tensor dy = tensor_from({s.rows, s.cols}, dyv);
+  Tensor y = filled({s.rows, s.cols}, kNaN);
+  Tensor dx = filled({s.rows, s.cols}, kNaN);
+  ASSERT_TRUE(ops::gelu_forward(x, y).ok());
+  ASSERT_TRUE(ops::gelu_backward(dy, x, dx).ok());
+
+  std::vector<double> want_y(size(s.n())), want_dx(size(s.n()));
+  ref::gelu_forward(xv.data(), want_y.data(), s.n());
+  ref::gelu_backward(dyv.data(), xv.data(), want_dx.data(), s.n());
+  EXPECT_TRUE(close_at_unit_scale(to_double(y), want_y, kFloatTolerance));
+  EXPECT_TRUE(close_at_unit_scale(to_double(dx), want_dx, kFloatTolerance));
+}
+
+TEST_P(ElementwiseMatchesReference, Relu) {
+  const Size s = GetParam();
+  const auto xv = float_values(s.n(), 31);
+  const auto dyv = float_values(s.n(), 32);
+  const Tensor x = tensor_from({s.rows, s.cols}, xv);
+  const Tensor dy = tensor_from({s.rows, s.cols}, dyv);
+  Tensor y = filled({s.rows, s.cols}, kNaN);
+  Tensor dx = filled({s.rows, s.cols}, kNaN);
+  ASSERT_TRUE(ops::relu_forward(x, y).ok());
+  ASSERT_TRUE(ops::relu_backward(dy, x, dx).ok());
+
+  std::vector<double> want_y(size(s.n())), want_dx(size(s.n()));
+  ref::relu_forward(xv.data(), want_y.data(), s.n());
+  ref::relu_backward(dyv.data(), xv.data(), want_dx.data(), s.n());
+  EXPECT_TRUE(close_normwise(to_double(y), want_y, kFloatTolerance));
+  EXPECT_TRUE(close_normwise(to_double(dx), want_dx, kFloatTolerance));
+}
+
+TEST_P(ElementwiseMatchesReference, Residual) {
+  const Size s = GetParam();
+  const auto av = float_values(s.n(), 41);
+  const auto bv = float_values(s.n(), 42);
+  const Tensor a = tensor_from({s.rows, s.cols}, av);
+  const Tensor b = tensor_from({s.rows, s.cols}, bv);
+  Tensor y = filled({s.rows, s.cols}, kNaN);
+  ASSERT_TRUE(ops::residual_forward(a, b, y).ok());
+  Tensor dst = tensor_from({s.rows, s.cols}, av);
+  ASSERT_TRUE(ops::accumulate(dst, b).ok());
+
+  std::vector<double> want_y(size(s.n()));
+  std::vector<double> want_dst = av;
+  ref::residual_forward(av.data(), bv.data(), want_y.data(), s.n());
+  ref::accumulate(want_dst.data(), bv.data(), s.n());
+  EXPECT_TRUE(close_normwise(to_double(y), want_y, kFloatTolerance));
+  EXPECT_TRUE(close_normwise(to_double(dst), want_dst, kFloatTolerance));
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, ElementwiseMatchesReference, ::testing::ValuesIn(sizes()),
+                         size_name);
+
+TEST(Elementwise, GeluTailsAreFinite) {
+  const std::vector<double> xv = {-100.0, -30.0, -10.0, 10.0, 30.0, 100.0};
+  const Tensor x = tensor_from({1, 6}, xv);
+  const Tensor dy = filled({1, 6}, 1.0f);
+  Tensor y = zeros({1, 6}), dx = zeros({1, 6});
+  ASSERT_TRUE(ops::gelu_forward(x, y).ok());
+  ASSERT_TRUE(ops::gelu_backward(dy, x, dx).ok());
+  const std::vector<double> want_y = {0, 0, 0, 10, 30, 100};
+  const std::vector<double> want_dx = {0, 0, 0, 1, 1, 1};
+  for (std::size_t i = 0; i < xv.size(); ++i) {
+    EXPECT_NEAR(y.data()[i], want_y[i], 1e-5 * std::abs(want_y[i]) + 1e-6) << xv[i];
+    EXPECT_NEAR(dx.data()[i], want_dx[i], 1e-6) << xv[i];
+  }
+}
+
+// The fp32 GELU uses rational fits of Φ and of its derivative; this pins their accuracy
+// pointwise, which the normwise comparisons above would let slip by a factor of ten.
+TEST(Elementwise, GeluIsAccurateOnADenseGrid) {
+  const std::int64_t n = 40001;
+  std::vector<double> xv(size(n));
+  for (std::int64_t i = 0; i < n; ++i) xv[size(i)] = -10.0 + 20.0 * static_cast<double>(i) / (n - 1);
+  xv = testing::cast_vector<double>(testing::cast_vector<float>(xv));
+  const Tensor x = tensor_from({1, n}, xv);
+  const Tensor ones = filled({1, n}, 1.0f);
+  Tensor y = zeros({1, n}), dx = zeros({1, n});
+  ASSERT_TRUE(ops::gelu_forward(x, y).ok());
+  ASSERT_TRUE(ops::gelu_backward(ones, x, dx).ok());
+  std::vector<double> want_y(size(n)), want_dx(size(n));
+  const std::vector<double> one(size(n), 1.0);
+  ref::gelu_forward(xv.data(), want_y.data(), n);
+  ref::gelu_backward(one.data(), xv.data(), want_dx.data(), n);
+  double worst_y = 0, worst_dx = 0;
+  for (std::size_t i = 0; i < size(n); ++i) {
+    worst_y = std::max(worst_y, std::abs(y.data()[i] - want_y[i]));
+    worst_dx = std::max(worst_dx, std::abs(dx.data()[i] - want_dx[i]));
+  }
+  EXPECT_LE(worst_y, 2e-6);
+  EXPECT_LE(worst_dx, 4e-7);
+}
+
+TEST(Elementwise, OpsAcceptMatrixViewsOfHigherRank) {
+  const Tensor x = tensor_from({2, 3, 4}, float_values(24, 51));
+  Tensor y = zeros({6, 4});
+  EXPECT_TRUE(ops::gelu_forward(x, y).ok());
+  EXPECT_TRUE(ops::relu_forward(x, y).ok());
+  EXPECT_TRUE(ops::residual_forward(x, x, y).ok());
+  Tensor db = zeros({4});
+  EXPECT_TRUE(ops::bias_backward_weight(x, db).ok());
+}
+
+// ---------------------------------------------------------------------------------------
+// (d) In place, accumulation and determinism.
+
+TEST(Elementwise, ForwardsWorkInPlace) {
+  const std::int64_t rows = 33, cols = 67;
+  const auto xv = float_values(rows * cols, 61, -3.0, 3.0);
+  const auto bv = float_values(rows * cols, 62);
+  const Tensor x = tensor_from({rows, cols}, xv);
+  const Tensor b = tensor_from({rows, cols}, bv);
+
+  auto expect_in_place_equals_out_of_place = [&](auto op, const char* name) {
+    Tensor out = zeros({rows, cols});
+    Tensor in_place = tensor_from({rows, cols}, xv);
+    ASSERT_TRUE(op(x, out).ok()) << name;
+    ASSERT_TRUE(op(in_place, in_place).ok()) << name;
+    EXPECT_TRUE(bit_identical(out, in_place)) << name;
+  };
+  expect_in_place_equals_out_of_place(
+      [](const Tensor& in, Tensor& out) { return ops::gelu_forward(in, out); }, "gelu");
+  expect_in_place_equals_out_of_place(
+      [](const Tensor& in, Tensor& out) { return ops::relu_forward(in, out); }, "relu");
+  expect_in_place_equals_out_of_place(
+      [&](const Tensor& in, Tensor& out) { return ops::residual_forward(in, b, out); },
+      "residual y = a");
+  expect_in_place_equals_out_of_place(
+      [&](const Tensor& in, Tensor& out) { return ops::residual_forward(b, in, out); },
+      "residual y = b");
+
+  // Backward calls may overwrite the incoming gradient in place too.
+  const Tensor dy = tensor_from({rows, cols}, bv);
+  Tensor dx = zeros({rows, cols});
+  Tensor dy_in_place = tensor_from({rows, cols}, bv);
+  ASSERT_TRUE(ops::gelu_backward(dy, x, dx).ok());
+  ASSERT_TRUE(ops::gelu_backward(dy_in_place, x, dy_in_place).ok());
+  EXPECT_TRUE(bit_identical(dx, dy_in_place));
+  dy_in_place = tensor_from({rows, cols}, bv);
+  ASSERT_TRUE(ops::relu_backward(dy, x, dx).ok());
+  ASSERT_TRUE(ops::relu_backward(dy_in_place, x, dy_in_place).ok());
+  EXPECT_TRUE(bit_identical(dx, dy_in_place));
+}
+
+TEST(Elementwise, BiasGradientAccumulatesAcrossCalls) {
+  const std::int64_t rows = 130, cols = 67;
+  const auto dyv = float_values(rows * cols, 71);
+  const Tensor dy = tensor_from({rows, cols}, dyv);
+  Tensor db = zeros({cols});
+  ASSERT_TRUE(ops::bias_backward_weight(dy, db).ok());
+  ASSERT_TRUE(ops::bias_backward_weight(dy, db).ok());
+  std::vector<double> want(size(cols), 0.0);
+  ref::bias_backward_weight(dyv.data(), want.data(), rows, cols);
+  ref::bias_backward_weight(dyv.data(), want.data(), rows, cols);
+  EXPECT_TRUE(close_normwise(to_double(db), want, kFloatTolerance));
+}
+
+TEST(Elementwise, AccumulateAddsAcrossCalls) {
+  const auto srcv = float_values(7 * 17, 72);
+  const Tensor src = tensor_from({7, 17}, srcv);
+  Tensor dst = zeros({7, 17});
+  ASSERT_TRUE(ops::accumulate(dst, src).ok());
+  ASSERT_TRUE(ops::accumulate(dst, src).ok());
+  for (std::size_t i = 0; i < srcv.size(); ++i) {
+    EXPECT_EQ(dst.data()[i], 2.0f * static_cast<float>(srcv[i]));
+  }
+}
+
+TEST(Elementwise, RunsAreBitIdentical) {
+  const std::int64_t rows = 130, cols = 256;
+  const Tensor x = tensor_from({rows, cols}, float_values(rows * cols, 81, -4.0, 4.0));
+  const Tensor dy = tensor_from({rows, cols}, float_values(rows * cols, 82));
+  const Tensor b = tensor_from({cols}, float_values(cols, 83));
+  auto run = [&] {
+    std::vector<Tensor> out;
+    for (int i = 0; i < 7; ++i) out.push_back(zeros({rows, cols}));
+    out.push_back(zeros({cols}));
+    EXPECT_TRUE(ops::gelu_forward(x, out[0]).ok());
+    EXPECT_TRUE(ops::gelu_backward(dy, x, out[1]).ok());
+    EXPECT_TRUE(ops::relu_forward(x, out[2]).ok());
+    EXPECT_TRUE(ops::relu_backward(dy, x, out[3]).ok());
+    EXPECT_TRUE(ops::residual_forward(x, dy, out[4]).ok());
+    EXPECT_TRUE(out[5].copy_from(x).ok());
+    EXPECT_TRUE(ops::accumulate(out[5], dy).ok());
+    EXPECT_TRUE(out[6].copy_from(x).ok());
+    EXPECT_TRUE(ops::bias_forward(out[6], b).ok());
+    EXPECT_TRUE(ops::bias_backward_weight(dy, out[7]).ok());
+    return out;
+  };
+  const std::vector<Tensor> first = run();
+  const std::vector<Tensor> second = run();
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    EXPECT_TRUE(bit_identical(first[i], second[i])) << "output " << i;
+  }
+}
+
+TEST(Elementwise, BiasGradientDoesNotDependOnThreadCount) {
+  for (const std::int64_t cols : {1, 17, 256, 1500}) {
+    const std::int64_t rows = 300;
+    const Tensor dy = tensor_from({rows, cols}, float_values(rows * cols, 91));
+    Tensor one = zeros({cols}), two = zeros({cols});
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    ASSERT_TRUE(ops::bias_backward_weight(dy, one).ok());
+    omp_set_num_threads(2);
+    ASSERT_TRUE(ops::bias_backward_weight(dy, two).ok());
+    omp_set_num_threads(saved);
+    EXPECT_TRUE(bit_identical(one, two)) << "cols " << cols;
+  }
+}
+
+TEST(Elementwise, EmptyTensorsAreFine) {
+  const Tensor x = zeros({0, 5});
+  Tensor y = zeros({0, 5});
+  EXPECT_TRUE(ops::gelu_forward(x, y).ok());
+  EXPECT_TRUE(ops::relu_backward(x, x, y).ok());
+  EXPECT_TRUE(ops::residual_forward(x, x, y).ok());
+  Tensor db = filled({5}, 1.0f);
+  EXPECT_TRUE(ops::bias_backward_weight(x, db).ok());
+  EXPECT_EQ(to_double(db), std::vector<double>(5, 1.0));
+}
+
+// ---------------------------------------------------------------------------------------
+// (c) Bad shapes are reported, naming the op and the shapes.
+
+void expect_mismatch(const Status& status, const std::string& message) {
+  EXPECT_EQ(status.code(), StatusCode::shape_mismatch) << status.message();
+  EXPECT_EQ(status.message(), message);
+}
+
+TEST(ElementwiseShapes, BiasRejectsMismatches) {
+  Tensor y = zeros({4, 5});
+  Tensor b = zeros({6});
+  expect_mismatch(ops::bias_forward(y, b),
+                  "bias_forward: bias [6] does not fit y [4, 5]: expected [5]");
+  expect_mismatch(ops::bias_backward_weight(y, b),
+                  "bias_backward_weight: dbias [6] does not fit dy [4, 5]: expected [5]");
+  Tensor row = zeros({5});
+  Tensor b5 = zeros({5});
+  expect_mismatch(ops::bias_forward(row, b5),
+                  "bias_forward: bias [5] does not fit y [5]: y must be a matrix [rows, cols]");
+  Tensor b2d = zeros({1, 5});
+  expect_mismatch(ops::bias_backward_weight(y, b2d),
+                  "bias_backward_weight: dbias [1, 5] does not fit dy [4, 5]: expected [5]");
+}
+
+TEST(ElementwiseShapes, ActivationsRejectMismatches) {
+  const Tensor x = zeros({4, 5});
+  Tensor y = zeros({4, 6});
+  expect_mismatch(ops::gelu_forward(x, y),
+                  "gelu_forward: y [4, 6] does not fit x [4, 5]: shapes differ");
+  expect_mismatch(ops::relu_forward(x, y),
+                  "relu_forward: y [4, 6] does not fit x [4, 5]: shapes differ");
+  Tensor dx = zeros({4, 5});
+  const Tensor dy = zeros({5, 4});
+  expect_mismatch(ops::gelu_backward(dy, x, dx),
+                  "gelu_backward: dy [5, 4] does not fit x [4, 5]: shapes differ");
+  expect_mismatch(ops::relu_backward(x, x, y),
+                  "relu_backward: dx [4, 6] does not fit x [4, 5]: shapes differ");
+}
+
+TEST(ElementwiseShapes, ResidualRejectsMismatches) {
+  const Tensor a = zeros({4, 5});
+  const Tensor b = zeros({4, 6});
+  Tensor y = zeros({4, 5});
+  expect_mismatch(ops::residual_forward(a, b, y),
+                  "residual_forward: b [4, 6] does not fit a [4, 5]: shapes differ");
+  Tensor y_bad = zeros({3, 5});
+  expect_mismatch(ops::residual_forward(a, a, y_bad),
+                  "residual_forward: y [3, 5] does not fit a [4, 5]: shapes differ");
+  expect_mismatch(ops::accumulate(y, b),
+                  "accumulate: src [4, 6] does not fit dst [4, 5]: shapes differ");
+}
+
+TEST(ElementwiseShapes, PartialOverlapIsRejected) {
+  Tensor buffer = zeros({2, 8});
+  // Two views of one buffer, one element apart.
+  const Tensor x = Tensor::borrow(buffer.data(), {1, 8});
+  Tensor y = Tensor::borrow(buffer.data() + 1, {1, 8});
+  const Status status = ops::gelu_forward(x, y);
+  EXPECT_EQ(status.code(), StatusCode::invalid_argument);
+  EXPECT_EQ(status.message(), "gelu_forward: y [1, 8] partly overlaps x [1, 8]");
+  EXPECT_EQ(ops::accumulate(y, x).code(), StatusCode::invalid_argument);
+  EXPECT_EQ(ops::residual_forward(x, x, y).code(), StatusCode::invalid_argument);
+}
+
+TEST(ElementwiseShapes, TensorsWithoutDataAreRejected) {
+  const Tensor x = Tensor::borrow(nullptr, {2, 3});
+  Tensor y = zeros({2, 3});
+  EXPECT_EQ(ops::relu_forward(x, y).code(), StatusCode::invalid_argument);
+  Tensor b;  // rank 0: one element and no data
+  EXPECT_EQ(ops::accumulate(b, b).code(), StatusCode::invalid_argument);
+}
+
+}  // namespace
+}  // namespace spw
