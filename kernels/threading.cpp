@@ -69,8 +69,14 @@ Result<ThreadSetup> setup_threads(const ThreadRequest& request) {
   } else {
     // This rank's share of the cores it may run on: the cores of its allowed cpuset, split
     // evenly among the ranks on the node when the launcher did not bind them already.
-    hwloc_bitmap_t allowed = hwloc_bitmap_alloc();
-    hwloc_get_cpubind(handle, allowed, HWLOC_CPUBIND_PROCESS);
+    // The cores the launcher gave this process, as first seen: after a first setup the
+    // main thread is bound to one core, and reading the binding again would shrink the set.
+    static hwloc_bitmap_t launch_binding = [handle] {
+      hwloc_bitmap_t set = hwloc_bitmap_alloc();
+      hwloc_get_cpubind(handle, set, HWLOC_CPUBIND_PROCESS);
+      return set;
+    }();
+    hwloc_bitmap_t allowed = hwloc_bitmap_dup(launch_binding);
     const int cores = hwloc_get_nbobjs_inside_cpuset_by_type(handle, allowed, HWLOC_OBJ_CORE);
     const bool launcher_bound = hwloc_bitmap_isequal(allowed, hwloc_topology_get_allowed_cpuset(handle)) == 0;
     const int ranks_sharing = launcher_bound ? 1 : request.local_ranks;

@@ -1,0 +1,46 @@
+// Where a run's samples come from: one interface over the text corpus, Fashion-MNIST and
+// synthetic data, so trainers and executors fill microbatches without knowing which.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/status.hpp"
+#include "runtime/block.hpp"
+#include "runtime/job_config.hpp"
+#include "runtime/model.hpp"
+
+namespace spw {
+
+// Host buffers for one microbatch's inputs and targets, reused from step to step.
+struct MicrobatchBuffers {
+  std::vector<std::int32_t> tokens;
+  std::vector<std::int32_t> targets;
+  std::vector<float> features;
+
+  MicrobatchData view(std::int64_t samples, std::int64_t seq) const;
+};
+
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  // Samples [first, first + count) of the global batch of `step` (of `global_batch`).
+  virtual Status fill(std::int64_t step, std::int64_t first, std::int64_t count,
+                      std::int64_t global_batch, MicrobatchBuffers& buffers) const = 0;
+  // Samples in one pass over the data (the corpus length in sequences for text).
+  virtual std::int64_t samples_per_epoch() const = 0;
+  // The held-out set, where the data has one (Fashion-MNIST's t10k).
+  virtual Result<std::unique_ptr<BatchSource>> test_set() const;
+  // A line for logs and reports: what was loaded from where.
+  virtual std::string describe() const = 0;
+};
+
+// Opens what `data` names for `model`, checking that the two fit (token data for a gpt,
+// 784 features and 10 classes for an mlp on Fashion-MNIST).
+Result<std::unique_ptr<BatchSource>> open_batch_source(const DataConfig& data,
+                                                       const ModelSpec& model,
+                                                       std::uint64_t seed);
+
+}  // namespace spw

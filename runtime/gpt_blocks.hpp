@@ -1,0 +1,26 @@
+// The blocks of a GPT (nanoGPT's layout, byte-level vocabulary): token + position embedding,
+// pre-LayerNorm transformer blocks, and the final LayerNorm with the untied LM head and the
+// cross-entropy loss. Parameter names and shapes are PyTorch's state_dict ones.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "runtime/block.hpp"
+
+namespace spw {
+
+struct GptShape {
+  std::int64_t layers = 8;
+  std::int64_t d_model = 256;
+  std::int64_t heads = 8;
+  std::int64_t seq = 128;
+  std::int64_t vocab = 256;
+  float ln_eps = 1e-5f;
+};
+
+Result<std::unique_ptr<Block>> make_gpt_embedding(const GptShape& shape);
+Result<std::unique_ptr<Block>> make_transformer_block(const GptShape& shape, std::int64_t index);
+Result<std::unique_ptr<Block>> make_gpt_head(const GptShape& shape);
+
+}  // namespace spw

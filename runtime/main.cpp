@@ -1,0 +1,73 @@
+// spillway: the command line for batch jobs.
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "runtime/train_command.hpp"
+#include "runtime/version.hpp"
+
+namespace {
+
+// MPI is initialised once per process by the driver, never by the library.
+class MpiSession {
+ public:
+  MpiSession(int& argc, char**& argv) {
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  }
+  ~MpiSession() { MPI_Finalize(); }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+ private:
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+int fail(const spw::Status& status) {
+  std::fprintf(stderr, "spillway: error: %s\n", status.message().c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"spillway: train neural networks that do not fit in one node's memory, as "
+               "pipelines over MPI ranks"};
+  app.set_version_flag("--version", std::string("spillway ") + spw::version_string());
+  app.require_subcommand(1);
+
+  spw::TrainCommand train;
+  CLI::App* train_app = app.add_subcommand("train", "Run a job file to the end");
+  train_app->add_option("config", train.config_path, "Job file (TOML)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  train_app->add_option("--set", train.overrides,
+                        "Override a job-file key, e.g. --set train.lr=0.01 (repeatable)");
+  train_app->add_option("--resume", train.resume_from,
+                        "Continue exactly from a checkpoint written by an earlier run")
+      ->check(CLI::ExistingFile);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  MpiSession mpi(argc, argv);
+  if (mpi.size() > 1) {
+    if (mpi.rank() == 0) {
+      std::fprintf(stderr,
+                   "spillway: error: %d ranks given, but this build trains on one rank; "
+                   "run without mpirun or with -n 1\n",
+                   mpi.size());
+    }
+    return 1;
+  }
+  spw::Status status;
+  if (train_app->parsed()) status = spw::run_train_command(train);
+  return status.ok() ? 0 : fail(status);
+}

@@ -1,0 +1,52 @@
+// A model is a sequence of blocks; a pipeline stage holds a contiguous range of them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/block.hpp"
+#include "runtime/gpt_blocks.hpp"
+
+namespace spw {
+
+struct ModelSpec {
+  std::string kind = "gpt";           // "gpt" or "mlp"
+  GptShape gpt;                       // with kind "gpt"
+  std::vector<std::int64_t> dims;     // with kind "mlp": layer widths, input first
+
+  // Blocks in the whole model: gpt layers + 2 (embedding, head), mlp dims.size() - 1.
+  std::int64_t block_count() const;
+  // Names of the blocks, in order ("embedding", "blocks.0", ..., "head"; "layers.0", ...).
+  std::vector<std::string> block_names() const;
+  // Positions per sample (gpt: seq; mlp: 1) and elements of the input per sample.
+  std::int64_t positions_per_sample() const { return kind == "gpt" ? gpt.seq : 1; }
+};
+
+class Model {
+ public:
+  // Blocks [first, last] (inclusive) of the model `spec` describes, with zero parameters.
+  static Result<std::unique_ptr<Model>> build(const ModelSpec& spec, std::int64_t first,
+                                              std::int64_t last);
+  static Result<std::unique_ptr<Model>> build(const ModelSpec& spec) {
+    return build(spec, 0, spec.block_count() - 1);
+  }
+
+  const ModelSpec& spec() const { return spec_; }
+  std::int64_t first_block() const { return first_; }
+  std::size_t size() const { return blocks_.size(); }
+  Block& block(std::size_t i) { return *blocks_[i]; }
+
+  std::vector<NamedParameter> parameters();
+  std::size_t parameter_count();
+  Status init_parameters(std::uint64_t seed);
+  void zero_grads();
+
+ private:
+  ModelSpec spec_;
+  std::int64_t first_ = 0;
+  std::vector<std::unique_ptr<Block>> blocks_;
+};
+
+}  // namespace spw

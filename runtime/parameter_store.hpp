@@ -1,0 +1,41 @@
+// The parameters of one block and their gradients, under stable addresses and PyTorch names.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/status.hpp"
+#include "kernels/tensor.hpp"
+#include "runtime/parameters.hpp"
+
+namespace spw {
+
+class ParameterStore {
+ public:
+  // Adds a zero parameter and its zero gradient; returns its index.
+  Result<std::size_t> add(std::string name, const Shape& shape);
+
+  Tensor& value(std::size_t i) { return entries_[i]->value; }
+  Tensor& grad(std::size_t i) { return entries_[i]->grad; }
+  const std::string& name(std::size_t i) const { return entries_[i]->name; }
+  std::size_t size() const { return entries_.size(); }
+  std::vector<NamedParameter> named();
+
+ private:
+  struct Entry {
+    std::string name;
+    Tensor value;
+    Tensor grad;
+  };
+  std::vector<std::unique_ptr<Entry>> entries_;
+};
+
+// Deterministic initialisation, each parameter from its own random stream seeded by
+// (seed, name): the values do not depend on which blocks share a rank.
+void fill_normal(Tensor& tensor, double stddev, std::uint64_t seed, std::string_view name);
+void fill_uniform(Tensor& tensor, double bound, std::uint64_t seed, std::string_view name);
+
+}  // namespace spw

@@ -1,0 +1,49 @@
+#include "runtime/report.hpp"
+
+#include <algorithm>
+
+namespace spw {
+
+double median_items_per_second(const std::vector<double>& step_seconds, double items_per_step) {
+  std::vector<double> times(step_seconds.begin() + (step_seconds.size() > 1 ? 1 : 0),
+                            step_seconds.end());
+  if (times.empty()) return 0;
+  std::sort(times.begin(), times.end());
+  const double median = times.size() % 2 == 1
+                            ? times[times.size() / 2]
+                            : 0.5 * (times[times.size() / 2 - 1] + times[times.size() / 2]);
+  return median > 0 ? items_per_step / median : 0;
+}
+
+nlohmann::json make_report(const RunRecord& run, double items_per_step,
+                           const LedgerSnapshot& memory) {
+  nlohmann::json peak = nlohmann::json::object();
+  nlohmann::json current = nlohmann::json::object();
+  for (MemoryCategory c : kAllMemoryCategories) {
+    peak[std::string(memory_category_name(c))] = memory.peak_of(c);
+    current[std::string(memory_category_name(c))] = memory.current_of(c);
+  }
+  nlohmann::json report;
+  report["config"] = run.config;
+  report["ranks"] = run.ranks;
+  report["threads"] = run.threads;
+  report["parameters"] = run.parameters;
+  report["steps"] = run.loss.size();
+  report["loss"] = run.loss;
+  report["step_seconds"] = run.step_seconds;
+  report["elapsed_seconds"] = run.elapsed_seconds;
+  report["throughput"] = {
+      {"unit", run.item_name + "/s"},
+      {"median", median_items_per_second(run.step_seconds, items_per_step)},
+      {"items_per_step", items_per_step},
+  };
+  if (!run.test_accuracy.empty()) report["test_accuracy"] = run.test_accuracy;
+  report["memory"] = {
+      {"peak_bytes", memory.peak_total},
+      {"peak_bytes_by_category", peak},
+      {"cap_bytes", memory.cap ? nlohmann::json(*memory.cap) : nlohmann::json(nullptr)},
+  };
+  return report;
+}
+
+}  // namespace spw

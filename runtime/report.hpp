@@ -1,0 +1,31 @@
+// report.json: what a run did, for people and for scripts (benchmarks, CI checks).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/memory_ledger.hpp"
+
+namespace spw {
+
+struct RunRecord {
+  nlohmann::json config;
+  std::string item_name;             // "tokens" or "samples"
+  std::vector<double> loss;          // one per step
+  std::vector<double> step_seconds;  // one per step
+  std::vector<double> test_accuracy; // one per epoch, when the data has a test set
+  std::size_t parameters = 0;
+  int threads = 1;
+  int ranks = 1;
+  double elapsed_seconds = 0;
+};
+
+// Median throughput over steps after the first (which pays for allocation and warm-up).
+double median_items_per_second(const std::vector<double>& step_seconds, double items_per_step);
+
+nlohmann::json make_report(const RunRecord& run, double items_per_step,
+                           const LedgerSnapshot& memory);
+
+}  // namespace spw

@@ -1,0 +1,115 @@
+#include "runtime/train_command.hpp"
+
+#include <chrono>
+#include <cstdio>
+
+#include "kernels/memory_ledger.hpp"
+#include "kernels/threading.hpp"
+#include "runtime/json_file.hpp"
+#include "runtime/progress.hpp"
+#include "runtime/report.hpp"
+
+namespace spw {
+
+ModelSpec model_spec_from(const ModelConfig& model) {
+  ModelSpec spec;
+  spec.kind = model.kind == ModelKind::gpt ? "gpt" : "mlp";
+  spec.gpt.layers = model.layers;
+  spec.gpt.d_model = model.d_model;
+  spec.gpt.heads = model.heads;
+  spec.gpt.seq = model.seq;
+  spec.gpt.vocab = model.vocab;
+  spec.gpt.ln_eps = static_cast<float>(model.ln_eps);
+  spec.dims.assign(model.dims.begin(), model.dims.end());
+  return spec;
+}
+
+Result<TrainSettings> train_settings_from(const JobConfig& job) {
+  TrainSettings s;
+  s.model = model_spec_from(job.model);
+  s.data = job.data;
+  s.batch = job.train.batch;
+  s.microbatches = job.train.microbatches;
+  s.steps = job.train.steps.value_or(0);
+  s.epochs = job.train.epochs.value_or(0);
+  s.optimizer.kind = job.train.optimizer == OptimizerKind::sgd ? "sgd" : "adamw";
+  s.optimizer.lr = job.train.lr;
+  s.optimizer.momentum = job.train.momentum;
+  s.optimizer.beta1 = job.train.beta1;
+  s.optimizer.beta2 = job.train.beta2;
+  s.optimizer.eps = job.train.eps;
+  s.optimizer.weight_decay = job.train.weight_decay;
+  s.seed = job.train.seed;
+  s.init_from = job.train.init_from;
+  s.memory_cap = job.memory.cap;
+  return s;
+}
+
+Status run_train_command(const TrainCommand& command) {
+  SPW_ASSIGN_OR_RETURN(JobConfig job, load_job_file(command.config_path, command.overrides));
+  SPW_ASSIGN_OR_RETURN(TrainSettings settings, train_settings_from(job));
+  settings.resume_from = command.resume_from;
+  SPW_TRY(ensure_directory(job.output.dir));
+
+  ThreadRequest threads;
+  threads.threads = job.threads.count;
+  SPW_ASSIGN_OR_RETURN(ThreadSetup thread_setup, setup_threads(threads));
+
+  SPW_ASSIGN_OR_RETURN(auto trainer, Trainer::create(settings));
+  const nlohmann::json config_json = to_json(job);
+  const std::int64_t total = trainer->total_steps();
+  const double items_per_step =
+      static_cast<double>(settings.batch * settings.model.positions_per_sample());
+  std::printf("spillway: %s, %zu parameters, %d thread(s), %lld steps, output in %s\n",
+              settings.model.kind.c_str(), trainer->model().parameter_count(),
+              thread_setup.threads, static_cast<long long>(total), job.output.dir.c_str());
+  std::fflush(stdout);
+
+  RunRecord record;
+  record.config = config_json;
+  record.item_name = trainer->item_name();
+  record.parameters = trainer->model().parameter_count();
+  record.threads = thread_setup.threads;
+  ProgressPrinter progress(stdout, total);
+  const auto start = std::chrono::steady_clock::now();
+  const std::int64_t per_epoch = settings.epochs > 0 ? trainer->steps_per_epoch() : 0;
+  while (trainer->steps_done() < total) {
+    StepResult step;
+    SPW_TRY(trainer->run_step(step));
+    record.loss.push_back(step.loss);
+    record.step_seconds.push_back(step.seconds);
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    progress.print({step.step, total, step.loss, step.items_per_second, trainer->item_name(),
+                    elapsed, MemoryLedger::process().peak_total()});
+    if (job.output.checkpoint_every > 0 && step.step % job.output.checkpoint_every == 0) {
+      const std::string path =
+          job.output.dir + "/checkpoint-" + std::to_string(step.step) + ".h5";
+      SPW_TRY(trainer->save_checkpoint(path, config_json.dump()));
+    }
+    if (per_epoch > 0 && step.step % per_epoch == 0) {
+      auto accuracy = trainer->test_accuracy();
+      if (accuracy.ok()) {
+        progress.finish();
+        record.test_accuracy.push_back(*accuracy);
+        std::printf("epoch %lld: test accuracy %.4f\n",
+                    static_cast<long long>(step.step / per_epoch), *accuracy);
+      }
+    }
+  }
+  progress.finish();
+  record.elapsed_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  const nlohmann::json report =
+      make_report(record, items_per_step, MemoryLedger::process().snapshot());
+  const std::string report_path = job.output.dir + "/report.json";
+  SPW_TRY(write_json_atomically(report_path, report));
+  std::printf("spillway: final loss %.4f, median %.0f %s/s, peak %s; report %s\n",
+              record.loss.back(), report["throughput"]["median"].get<double>(),
+              record.item_name.c_str(), format_bytes(MemoryLedger::process().peak_total()).c_str(),
+              report_path.c_str());
+  return Status::success();
+}
+
+}  // namespace spw

@@ -1,0 +1,73 @@
+// The single-rank trainer: the reference every parallel run must reproduce. One step runs
+// the batch as `microbatches` microbatches (forward, then backward, block by block), adds
+// their gradients and takes one optimizer step.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernels/status.hpp"
+#include "runtime/batch_source.hpp"
+#include "runtime/job_config.hpp"
+#include "runtime/model.hpp"
+#include "runtime/optimizer.hpp"
+
+namespace spw {
+
+struct TrainSettings {
+  ModelSpec model;
+  DataConfig data;
+  std::int64_t batch = 16;
+  std::int64_t microbatches = 1;
+  std::int64_t steps = 0;   // 0: derived from epochs
+  std::int64_t epochs = 0;
+  OptimizerSettings optimizer;
+  std::uint64_t seed = 1234;
+  std::string init_from;    // HDF5 checkpoint whose parameters start the run
+  std::string resume_from;  // HDF5 checkpoint to continue exactly (parameters, optimizer, step)
+  std::optional<std::size_t> memory_cap;
+};
+
+struct StepResult {
+  std::int64_t step = 0;     // 1-based index of the step just taken
+  double loss = 0;           // mean over the batch's positions
+  double seconds = 0;
+  double items_per_second = 0;  // tokens/s (gpt) or samples/s (mlp)
+};
+
+class Trainer {
+ public:
+  static Result<std::unique_ptr<Trainer>> create(const TrainSettings& settings);
+
+  Status run_step(StepResult& result);
+  std::int64_t steps_done() const { return step_; }
+  std::int64_t total_steps() const { return total_steps_; }
+  std::int64_t steps_per_epoch() const;
+  const TrainSettings& settings() const { return settings_; }
+  Model& model() { return *model_; }
+  Optimizer& optimizer() { return *optimizer_; }
+  // Accuracy of the model's argmax over the held-out set (Fashion-MNIST t10k).
+  Result<double> test_accuracy();
+  Status save_checkpoint(const std::string& path, const std::string& config_json);
+  const char* item_name() const { return settings_.model.kind == "gpt" ? "tokens" : "samples"; }
+
+ private:
+  Trainer() = default;
+  Status forward_backward(const MicrobatchData& mb, double& loss);
+
+  TrainSettings settings_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<BatchSource> data_;
+  std::vector<BlockState> states_;
+  Stash activations_{MemoryCategory::stash};
+  Stash activation_grads_{MemoryCategory::workspace};
+  MicrobatchBuffers buffers_;
+  std::int64_t step_ = 0;
+  std::int64_t total_steps_ = 0;
+};
+
+}  // namespace spw

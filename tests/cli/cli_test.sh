@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The spillway command as a batch job sees it: exit codes, one-line errors, report.json.
+# Usage: cli_test.sh SPILLWAY_BINARY
+set -u
+spillway=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+total=0
+check() {  # check NAME CONDITION...
+  local name=$1; shift
+  total=$((total + 1))
+  if "$@"; then echo "ok: $name"; else echo "FAIL: $name"; failures=$((failures + 1)); fi
+}
+
+cat > "$work/tiny.toml" <<'TOML'
+[model]
+kind = "gpt"
+layers = 1
+d_model = 32
+heads = 2
+seq = 16
+[data]
+source = "synthetic"
+[train]
+batch = 4
+steps = 3
+TOML
+
+"$spillway" --help > "$work/help.txt" 2>&1
+check "--help exits 0" test $? -eq 0
+check "--help names train" grep -q "train" "$work/help.txt"
+
+"$spillway" train "$work/tiny.toml" --set "output.dir=$work/out" > "$work/run.txt" 2>&1
+status=$?
+check "a tiny job exits 0" test $status -eq 0
+check "progress lines are printed" grep -q "^step 3/3  loss" "$work/run.txt"
+check "report.json has three losses" python3 -c "import json,sys; r=json.load(open('$work/out/report.json')); sys.exit(0 if len(r['loss'])==3 and r['memory']['peak_bytes']>0 else 1)"
+
+"$spillway" train "$work/tiny.toml" --set train.lrr=1 > "$work/bad.txt" 2>&1
+status=$?
+check "an unknown key exits non-zero" test $status -ne 0
+check "an unknown key is one line naming it" \
+  bash -c "[ \$(wc -l < '$work/bad.txt') -eq 1 ] && grep -q \"unknown key 'train.lrr'\" '$work/bad.txt'"
+
+"$spillway" train "$work/tiny.toml" --set output.dir=/proc/forbidden > "$work/dir.txt" 2>&1
+check "an unwritable output dir exits non-zero" test $? -ne 0
+check "an unwritable output dir names it" grep -q "/proc/forbidden" "$work/dir.txt"
+
+"$spillway" train "$work/missing.toml" > "$work/missing.txt" 2>&1
+check "a missing job file exits non-zero" test $? -ne 0
+
+echo "$((total - failures)) passed, $failures failed"
+[ $failures -eq 0 ]
