@@ -29,6 +29,14 @@ std::vector<To> cast_vector(const std::vector<From>& v) {
   return std::vector<To>(v.begin(), v.end());
 }
 
+// Random values already rounded to float, so a double reference sees exactly what an fp32 op
+// sees.
+inline std::vector<double> float_values(std::int64_t n, std::uint64_t seed, double lo = -1.0,
+                                        double hi = 1.0) {
+  return cast_vector<double>(
+      cast_vector<float>(random_vector(static_cast<std::size_t>(n), seed, lo, hi)));
+}
+
 // A workspace tensor holding `values` (rounded to float).
 inline Tensor tensor_from(const Shape& shape, const std::vector<double>& values) {
   auto t = Tensor::zeros(shape, MemoryCategory::workspace);

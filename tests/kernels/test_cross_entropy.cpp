@@ -18,6 +18,8 @@
 namespace spw {
 namespace {
 
+using testing::float_values;
+
 using testing::close_normwise;
 using testing::random_vector;
 using testing::tensor_from;
@@ -27,11 +29,6 @@ using testing::zeros;
 std::size_t sz(std::int64_t n) { return static_cast<std::size_t>(n); }
 
 // Random values rounded to float, so the double reference sees exactly what the op sees.
-std::vector<double> float_values(std::int64_t n, std::uint64_t seed, double lo, double hi) {
-  return testing::cast_vector<double>(
-      testing::cast_vector<float>(random_vector(sz(n), seed, lo, hi)));
-}
-
 std::vector<std::int32_t> random_targets(std::int64_t n, std::int64_t classes,
                                          std::uint64_t seed) {
   std::mt19937_64 rng(seed);

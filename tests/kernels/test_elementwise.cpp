@@ -19,6 +19,8 @@
 namespace spw {
 namespace {
 
+using testing::float_values;
+
 using testing::close_normwise;
 using testing::random_vector;
 using testing::tensor_from;
@@ -29,14 +31,6 @@ constexpr double kReferenceTolerance = 1e-6;
 constexpr double kFloatTolerance = 1e-5;
 
 std::size_t size(std::int64_t n) { return static_cast<std::size_t>(n); }
-
-// Random values already rounded to float, so the double reference sees exactly what the
-// fp32 op sees.
-std::vector<double> float_values(std::int64_t n, std::uint64_t seed, double lo = -1.0,
-                                 double hi = 1.0) {
-  return testing::cast_vector<double>(
-      testing::cast_vector<float>(random_vector(size(n), seed, lo, hi)));
-}
 
 // ReLU's kink makes central differences meaningless within h of 0.
 std::vector<double> away_from_zero(std::vector<double> v) {

@@ -16,6 +16,8 @@
 namespace spw {
 namespace {
 
+using testing::float_values;
+
 using testing::close_normwise;
 using testing::random_vector;
 using testing::tensor_from;
@@ -27,10 +29,6 @@ constexpr std::int64_t kVocab = 256;
 std::size_t sz(std::int64_t n) { return static_cast<std::size_t>(n); }
 
 // Random values rounded to float, so the double reference sees exactly what the op sees.
-std::vector<double> float_values(std::int64_t n, std::uint64_t seed) {
-  return testing::cast_vector<double>(testing::cast_vector<float>(random_vector(sz(n), seed)));
-}
-
 std::vector<std::int32_t> random_tokens(std::int64_t n, std::int64_t vocab, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<std::int32_t> dist(0, static_cast<std::int32_t>(vocab - 1));

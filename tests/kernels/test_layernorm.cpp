@@ -16,6 +16,8 @@
 namespace spw {
 namespace {
 
+using testing::float_values;
+
 using testing::close_normwise;
 using testing::random_vector;
 using testing::tensor_from;
@@ -27,12 +29,6 @@ constexpr float kEps = 1e-5f;
 std::size_t sz(std::int64_t n) { return static_cast<std::size_t>(n); }
 
 // Random values rounded to float, so the double reference sees exactly what the op sees.
-std::vector<double> float_values(std::int64_t n, std::uint64_t seed, double lo = -1.0,
-                                 double hi = 1.0) {
-  return testing::cast_vector<double>(
-      testing::cast_vector<float>(random_vector(sz(n), seed, lo, hi)));
-}
-
 bool bitwise_equal(const Tensor& a, const Tensor& b) {
   return a.numel() == b.numel() && std::memcmp(a.data(), b.data(), a.bytes()) == 0;
 }
