@@ -21,6 +21,12 @@ std::vector<std::string> ModelSpec::block_names() const {
   return names;
 }
 
+Shape ModelSpec::activation_shape(std::int64_t block, const MicrobatchData& mb) const {
+  if (block < 0 || block + 1 >= block_count()) return {};
+  if (kind == "gpt") return {mb.rows(), gpt.d_model};
+  return {mb.samples, dims[static_cast<std::size_t>(block) + 1]};
+}
+
 Result<std::unique_ptr<Model>> Model::build(const ModelSpec& spec, std::int64_t first,
                                             std::int64_t last) {
   const std::int64_t count = spec.block_count();

@@ -22,6 +22,9 @@ struct ModelSpec {
   std::vector<std::string> block_names() const;
   // Positions per sample (gpt: seq; mlp: 1) and elements of the input per sample.
   std::int64_t positions_per_sample() const { return kind == "gpt" ? gpt.seq : 1; }
+  // Shape of the activation block `block` hands to the next block for `mb` (empty for the
+  // last block): what a pipeline stage receives without holding the block that sends it.
+  Shape activation_shape(std::int64_t block, const MicrobatchData& mb) const;
 };
 
 class Model {

@@ -1,0 +1,51 @@
+#include "runtime/mpi_support.hpp"
+
+#include <vector>
+
+namespace spw {
+
+Status mpi_check(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return Status::success();
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  MPI_Error_string(rc, text, &length);
+  return error(StatusCode::communication, std::string(what) + ": " + std::string(text, length));
+}
+
+Status agree_on_status(MPI_Comm comm, const Status& local) {
+  int rank = 0;
+  int size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  const int mine[2] = {local.ok() ? size : rank, local.ok() ? 0 : 1};
+  int lowest_failed = size;
+  int failures = 0;
+  SPW_TRY(mpi_check(MPI_Allreduce(&mine[0], &lowest_failed, 1, MPI_INT, MPI_MIN, comm),
+                    "agreeing on the outcome of setup"));
+  SPW_TRY(mpi_check(MPI_Allreduce(&mine[1], &failures, 1, MPI_INT, MPI_SUM, comm),
+                    "agreeing on the outcome of setup"));
+  if (failures == 0) return Status::success();
+
+  int header[2] = {static_cast<int>(local.code()), static_cast<int>(local.message().size())};
+  SPW_TRY(mpi_check(MPI_Bcast(header, 2, MPI_INT, lowest_failed, comm), "sharing an error"));
+  std::vector<char> text(local.message().begin(), local.message().end());
+  text.resize(static_cast<std::size_t>(header[1]));
+  SPW_TRY(mpi_check(MPI_Bcast(text.data(), header[1], MPI_CHAR, lowest_failed, comm),
+                    "sharing an error"));
+  std::string message(text.begin(), text.end());
+  if (failures < size) message = "rank " + std::to_string(lowest_failed) + ": " + message;
+  return error(static_cast<StatusCode>(header[0]), message);
+}
+
+Result<NodeShare> node_share(MPI_Comm comm) {
+  MPI_Comm node = MPI_COMM_NULL;
+  SPW_TRY(mpi_check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+                    "finding the ranks on this node"));
+  NodeShare share;
+  MPI_Comm_rank(node, &share.local_rank);
+  MPI_Comm_size(node, &share.local_ranks);
+  MPI_Comm_free(&node);
+  return share;
+}
+
+}  // namespace spw

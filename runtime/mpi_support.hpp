@@ -1,0 +1,31 @@
+// Small pieces every MPI-using part of the runtime shares: turning MPI return codes into a
+// Status, agreeing on success across ranks, and who shares a node.
+//
+// Communicators the runtime creates get MPI_ERRORS_RETURN, so a failed MPI call comes back
+// as a Status with the MPI error string instead of MPI aborting the job from inside the
+// library; the driver decides what a failure means.
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+
+#include "kernels/status.hpp"
+
+namespace spw {
+
+// communication error "WHAT: <MPI's error string>" unless rc is MPI_SUCCESS.
+Status mpi_check(int rc, const char* what);
+
+// Collective over `comm`: success when `local` is a success on every rank, else the same
+// error on every rank: the message of the lowest failing rank, prefixed with "rank N: "
+// unless every rank failed (then they failed alike, typically on the same bad input).
+Status agree_on_status(MPI_Comm comm, const Status& local);
+
+struct NodeShare {
+  int local_rank = 0;   // this rank's index among the ranks on its node
+  int local_ranks = 1;  // ranks on this node
+};
+Result<NodeShare> node_share(MPI_Comm comm);
+
+}  // namespace spw
