@@ -1,0 +1,639 @@
+#include "runtime/pipeline_executor.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <limits>
+
+#include "kernels/memory_ledger.hpp"
+#include "partition/generators.hpp"
+#include "runtime/checkpoint.hpp"
+#include "runtime/mpi_support.hpp"
+
+namespace spw {
+
+// Everything one (chunk, microbatch) keeps between its forward and its weight gradient.
+struct PipelineExecutor::Slot {
+  Stash acts{MemoryCategory::stash};       // [0] chunk input, [b + 1] output of block b
+  Stash grads{MemoryCategory::workspace};  // [0] input gradient, [b + 1] of block b's output
+  std::vector<BlockState> states;          // [block]
+  std::vector<MPI_Request> sends;
+  bool weight_done = false;
+  bool grad_sent = false;
+};
+
+namespace {
+
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+Status waitall(std::vector<MPI_Request>& requests, const char* what) {
+  if (requests.empty()) return Status::success();
+  SPW_TRY(mpi_check(MPI_Waitall(static_cast<int>(requests.size()), requests.data(),
+                                MPI_STATUSES_IGNORE),
+                    what));
+  requests.clear();
+  return Status::success();
+}
+
+Result<int> element_count(const Tensor& tensor) {
+  if (tensor.numel() > std::numeric_limits<int>::max()) {
+    return error(StatusCode::unsupported,
+                 "a tensor of " + std::to_string(tensor.numel()) +
+                     " elements is too large for one MPI message: use more microbatches");
+  }
+  return static_cast<int>(tensor.numel());
+}
+
+}  // namespace
+
+PipelineExecutor::~PipelineExecutor() {
+  // Requests still open here belong to a failed step; their buffers die with the slots.
+  for (MPI_Comm* comm : {&pipeline_comm_, &replica_comm_}) {
+    if (*comm != MPI_COMM_NULL) MPI_Comm_free(comm);
+  }
+}
+
+double PipelineExecutor::now() const { return steady_seconds() - origin_; }
+double PipelineExecutor::time_origin() const { return origin_; }
+
+Result<std::unique_ptr<PipelineExecutor>> PipelineExecutor::create(
+    const PipelineSettings& settings, MPI_Comm world) {
+  auto executor = std::unique_ptr<PipelineExecutor>(new PipelineExecutor());
+  int size = 0;
+  SPW_TRY(mpi_check(MPI_Comm_size(world, &size), "reading the job's size"));
+  if (size != settings.layout.world_size()) {
+    return error(StatusCode::invalid_argument,
+                 "the pipeline layout needs " + std::to_string(settings.layout.world_size()) +
+                     " ranks but the communicator has " + std::to_string(size));
+  }
+  const Status local = executor->setup(settings, world);
+  SPW_TRY(agree_on_status(world, local));
+  MPI_Barrier(world);
+  // Every rank leaves the barrier within microseconds of the others: a common time zero
+  // for traces on one node (across nodes, clocks differ by their offset).
+  executor->origin_ = steady_seconds();
+  return executor;
+}
+
+Status PipelineExecutor::setup(const PipelineSettings& settings, MPI_Comm world) {
+  settings_ = settings;
+  const PipelineLayout& l = settings_.layout;
+  world_ = world;
+  MPI_Comm_rank(world, &world_rank_);
+  pipeline_rank_ = l.pipeline_rank_of(world_rank_);
+  replica_ = l.replica_of(world_rank_);
+  // Communicator creation is collective: do it before anything that can fail on one rank.
+  SPW_TRY(mpi_check(MPI_Comm_split(world, replica_, pipeline_rank_, &pipeline_comm_),
+                    "creating the pipeline communicator"));
+  SPW_TRY(mpi_check(MPI_Comm_split(world, pipeline_rank_, replica_, &replica_comm_),
+                    "creating the data-parallel communicator"));
+  MPI_Comm_set_errhandler(pipeline_comm_, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(replica_comm_, MPI_ERRORS_RETURN);
+  int* tag_ub = nullptr;
+  int found = 0;
+  MPI_Comm_get_attr(world, MPI_TAG_UB, &tag_ub, &found);
+  if (found && tag_ub != nullptr) tag_limit_ = *tag_ub;
+
+  const TrainSettings& train = settings_.train;
+  if (train.memory_cap) SPW_TRY(MemoryLedger::process().set_cap(train.memory_cap));
+
+  sched::ScheduleShape shape;
+  shape.ranks = l.pipeline_ranks;
+  shape.microbatches = l.microbatches;
+  shape.chunks = l.chunks;
+  shape.data_parallel = l.replicas > 1;
+  SPW_ASSIGN_OR_RETURN(schedule_, sched::make_schedule(l.schedule, shape));
+  list_ = schedule_.lists[static_cast<std::size_t>(pipeline_rank_)];
+  for (std::size_t i = 0; i < list_.size(); ++i) {
+    if (sched::is_recv(list_[i].op)) receive_positions_.push_back(i);
+    if (list_[i].op == sched::Op::offload || list_[i].op == sched::Op::prefetch) {
+      return error(StatusCode::unsupported,
+                   "schedule " + l.schedule + " offloads stashes, which this executor "
+                   "does not run yet");
+    }
+  }
+  const int tags_needed = l.microbatches * l.stage_count() * 2;
+  if (tags_needed > tag_limit_) {
+    return error(StatusCode::unsupported,
+                 "this MPI allows message tags up to " + std::to_string(tag_limit_) + " but " +
+                     std::to_string(l.microbatches) + " microbatches over " +
+                     std::to_string(l.stage_count()) + " stages need " +
+                     std::to_string(tags_needed) + ": use fewer microbatches or stages");
+  }
+
+  SPW_ASSIGN_OR_RETURN(data_, open_batch_source(train.data, train.model, train.seed));
+  std::vector<NamedParameter> all;
+  for (int c = 0; c < l.chunks; ++c) {
+    const StageRange& range = l.stages[static_cast<std::size_t>(global_stage(c))];
+    SPW_ASSIGN_OR_RETURN(auto chunk, Model::build(train.model, range.first, range.last));
+    SPW_TRY(chunk->init_parameters(train.seed));
+    for (std::size_t b = 0; b < chunk->size(); ++b) {
+      reads_batches_ = reads_batches_ || chunk->block(b).reads_data() ||
+                       chunk->block(b).computes_loss();
+    }
+    for (auto& p : chunk->parameters()) all.push_back(p);
+    chunks_.push_back(std::move(chunk));
+  }
+  if (!train.init_from.empty()) SPW_TRY(load_parameters(train.init_from, all));
+  SPW_ASSIGN_OR_RETURN(optimizer_, make_optimizer(train.optimizer, all));
+
+  std::size_t local_count = 0;
+  for (const auto& p : all) local_count += static_cast<std::size_t>(p.value->numel());
+  unsigned long long mine = replica_ == 0 ? local_count : 0;
+  unsigned long long total = 0;
+  SPW_TRY(mpi_check(MPI_Allreduce(&mine, &total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, world),
+                    "counting parameters"));
+  model_parameters_ = static_cast<std::size_t>(total);
+
+  const std::int64_t batch = train.batch;
+  total_steps_ = train.steps > 0 ? train.steps : train.epochs * (data_->samples_per_epoch() / batch);
+  if (total_steps_ < 1) {
+    return error(StatusCode::invalid_argument,
+                 "the job has no steps: set train.steps, or train.epochs with a data set "
+                 "of at least one batch");
+  }
+
+  const auto m = static_cast<std::size_t>(l.microbatches);
+  buffers_.resize(m);
+  microbatches_.resize(m);
+  losses_.assign(m, 0.0);
+  slots_.resize(chunks_.size());
+  free_slots_.resize(chunks_.size());
+  active_.assign(chunks_.size(), std::vector<Slot*>(m, nullptr));
+  reduce_started_.assign(chunks_.size(), -1.0);
+  timings_.resize(chunks_.size());
+  return Status::success();
+}
+
+std::vector<NamedParameter> PipelineExecutor::local_parameters() {
+  std::vector<NamedParameter> all;
+  for (auto& chunk : chunks_) {
+    for (auto& p : chunk->parameters()) all.push_back(p);
+  }
+  return all;
+}
+
+std::int64_t PipelineExecutor::activation_bytes(int chunk) const {
+  const Model& model = *chunks_[static_cast<std::size_t>(chunk)];
+  MicrobatchData mb;
+  mb.samples = layout().microbatch_samples;
+  mb.seq = settings_.train.model.positions_per_sample();
+  const Shape shape = model.spec().activation_shape(
+      model.first_block() + static_cast<std::int64_t>(model.size()) - 1, mb);
+  return shape.numel() * static_cast<std::int64_t>(sizeof(float));
+}
+
+Status PipelineExecutor::load_microbatches() {
+  const PipelineLayout& l = layout();
+  const std::int64_t micro = l.microbatch_samples;
+  const std::int64_t positions = settings_.train.model.positions_per_sample();
+  const float scale =
+      static_cast<float>(1.0 / static_cast<double>(settings_.train.batch * positions));
+  for (int k = 0; k < l.microbatches; ++k) {
+    const auto i = static_cast<std::size_t>(k);
+    // Replica r takes the r-th contiguous share of the batch, in the order the single-rank
+    // trainer walks it, so microbatch (r, k) is the trainer's microbatch r * m + k.
+    const std::int64_t first = (static_cast<std::int64_t>(replica_) * l.microbatches + k) * micro;
+    MicrobatchData mb;
+    if (reads_batches_) {
+      SPW_TRY(data_->fill(step_, first, micro, settings_.train.batch, buffers_[i]));
+      mb = buffers_[i].view(micro, positions);
+    } else {
+      mb.samples = micro;
+      mb.seq = positions;
+    }
+    mb.grad_scale = scale;
+    microbatches_[i] = mb;
+  }
+  return Status::success();
+}
+
+Result<PipelineExecutor::Slot*> PipelineExecutor::slot(int chunk, int mb) {
+  const auto c = static_cast<std::size_t>(chunk);
+  Slot*& active = active_[c][static_cast<std::size_t>(mb)];
+  if (active != nullptr) return active;
+  // Reclaim slots whose sends have finished before growing the pool.
+  for (std::size_t i = 0; i < retiring_.size();) {
+    auto [owner, candidate] = retiring_[i];
+    int done = 1;
+    if (!candidate->sends.empty()) {
+      SPW_TRY(mpi_check(MPI_Testall(static_cast<int>(candidate->sends.size()),
+                                    candidate->sends.data(), &done, MPI_STATUSES_IGNORE),
+                        "completing sends"));
+    }
+    if (done) {
+      candidate->sends.clear();
+      free_slots_[static_cast<std::size_t>(owner)].push_back(candidate);
+      retiring_.erase(retiring_.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
+  }
+  if (free_slots_[c].empty()) {
+    auto fresh = std::make_unique<Slot>();
+    fresh->states.resize(chunks_[c]->size());
+    free_slots_[c].push_back(fresh.get());
+    slots_[c].push_back(std::move(fresh));
+  }
+  active = free_slots_[c].back();
+  free_slots_[c].pop_back();
+  active->weight_done = false;
+  active->grad_sent = false;
+  return active;
+}
+
+Status PipelineExecutor::retire_if_done(int chunk, int mb) {
+  Slot*& active = active_[static_cast<std::size_t>(chunk)][static_cast<std::size_t>(mb)];
+  if (active == nullptr) {
+    return error(StatusCode::internal, "no slot for microbatch " + std::to_string(mb) +
+                                           " of chunk " + std::to_string(chunk));
+  }
+  const int stage = global_stage(chunk);
+  const bool sends_grad = stage > 0 && schedule_.rank_of(stage - 1) != pipeline_rank_;
+  if (!active->weight_done || (sends_grad && !active->grad_sent)) return Status::success();
+  retiring_.push_back({chunk, active});
+  active = nullptr;
+  return Status::success();
+}
+
+Result<Tensor*> PipelineExecutor::chunk_input(Slot& s, int chunk, int mb) {
+  const Model& model = *chunks_[static_cast<std::size_t>(chunk)];
+  if (model.first_block() == 0) return static_cast<Tensor*>(nullptr);
+  return s.acts.get(0, model.spec().activation_shape(model.first_block() - 1,
+                                                     microbatches_[static_cast<std::size_t>(mb)]));
+}
+
+Result<Tensor*> PipelineExecutor::chunk_output_grad(Slot& s, int chunk, int mb) {
+  Model& model = *chunks_[static_cast<std::size_t>(chunk)];
+  const std::size_t last = model.size() - 1;
+  const Shape shape = model.block(last).output_shape(microbatches_[static_cast<std::size_t>(mb)]);
+  if (shape.numel() == 0) return static_cast<Tensor*>(nullptr);  // the loss block
+  return s.grads.get(last + 1, shape);
+}
+
+Status PipelineExecutor::forward(int mb, int chunk) {
+  SPW_ASSIGN_OR_RETURN(Slot * s, slot(chunk, mb));
+  Model& model = *chunks_[static_cast<std::size_t>(chunk)];
+  const MicrobatchData& data = microbatches_[static_cast<std::size_t>(mb)];
+  SPW_ASSIGN_OR_RETURN(Tensor * input, chunk_input(*s, chunk, mb));
+  for (std::size_t b = 0; b < model.size(); ++b) {
+    Block& block = model.block(b);
+    const Shape shape = block.output_shape(data);
+    Tensor* output = nullptr;
+    if (shape.numel() > 0) {
+      SPW_ASSIGN_OR_RETURN(output, s->acts.get(b + 1, shape));
+    }
+    double loss = 0;
+    SPW_TRY(block.forward(data, b == 0 ? input : &s->acts.at(b), output, s->states[b], &loss));
+    if (block.computes_loss()) losses_[static_cast<std::size_t>(mb)] = loss;
+  }
+  // With one pipeline rank the next stage is local: hand the output over directly.
+  const int stage = global_stage(chunk);
+  if (stage + 1 < layout().stage_count() && schedule_.rank_of(stage + 1) == pipeline_rank_) {
+    SPW_ASSIGN_OR_RETURN(Slot * next, slot(chunk + 1, mb));
+    SPW_ASSIGN_OR_RETURN(Tensor * next_input, chunk_input(*next, chunk + 1, mb));
+    SPW_TRY(next_input->copy_from(s->acts.at(model.size())));
+  }
+  return Status::success();
+}
+
+Status PipelineExecutor::backward_input(int mb, int chunk) {
+  SPW_ASSIGN_OR_RETURN(Slot * s, slot(chunk, mb));
+  Model& model = *chunks_[static_cast<std::size_t>(chunk)];
+  const MicrobatchData& data = microbatches_[static_cast<std::size_t>(mb)];
+  SPW_ASSIGN_OR_RETURN(Tensor * input, chunk_input(*s, chunk, mb));
+  SPW_ASSIGN_OR_RETURN(Tensor * doutput, chunk_output_grad(*s, chunk, mb));
+  for (std::size_t b = model.size(); b-- > 0;) {
+    Block& block = model.block(b);
+    const Tensor* block_input = b == 0 ? input : &s->acts.at(b);
+    Tensor* dinput = nullptr;
+    if (block_input != nullptr) {
+      SPW_ASSIGN_OR_RETURN(dinput, s->grads.get(b, block_input->shape()));
+    }
+    const Tensor* block_doutput = b + 1 == model.size() ? doutput : &s->grads.at(b + 1);
+    SPW_TRY(block.backward_input(data, block_input, block_doutput, dinput, s->states[b]));
+  }
+  const int stage = global_stage(chunk);
+  if (stage > 0 && schedule_.rank_of(stage - 1) == pipeline_rank_) {
+    SPW_ASSIGN_OR_RETURN(Slot * previous, slot(chunk - 1, mb));
+    SPW_ASSIGN_OR_RETURN(Tensor * previous_doutput, chunk_output_grad(*previous, chunk - 1, mb));
+    SPW_TRY(previous_doutput->copy_from(s->grads.at(0)));
+  }
+  return Status::success();
+}
+
+Status PipelineExecutor::backward_weight(int mb, int chunk) {
+  SPW_ASSIGN_OR_RETURN(Slot * s, slot(chunk, mb));
+  Model& model = *chunks_[static_cast<std::size_t>(chunk)];
+  const MicrobatchData& data = microbatches_[static_cast<std::size_t>(mb)];
+  SPW_ASSIGN_OR_RETURN(Tensor * input, chunk_input(*s, chunk, mb));
+  SPW_ASSIGN_OR_RETURN(Tensor * doutput, chunk_output_grad(*s, chunk, mb));
+  for (std::size_t b = model.size(); b-- > 0;) {
+    const Tensor* block_input = b == 0 ? input : &s->acts.at(b);
+    const Tensor* block_doutput = b + 1 == model.size() ? doutput : &s->grads.at(b + 1);
+    SPW_TRY(model.block(b).backward_weight(data, block_input, block_doutput, s->states[b]));
+  }
+  s->weight_done = true;
+  return retire_if_done(chunk, mb);
+}
+
+int PipelineExecutor::tag_of(const sched::Transfer& transfer) const {
+  return (transfer.mb * layout().stage_count() + transfer.to_stage) * 2 +
+         (transfer.gradient ? 1 : 0);
+}
+
+Result<std::int64_t> PipelineExecutor::send(const sched::Instruction& in) {
+  SPW_ASSIGN_OR_RETURN(sched::Transfer transfer,
+                       sched::transfer_of(schedule_, pipeline_rank_, in));
+  SPW_ASSIGN_OR_RETURN(Slot * s, slot(in.chunk, in.mb));
+  const Tensor* data = nullptr;
+  if (in.op == sched::Op::send_act) {
+    data = &s->acts.at(chunks_[static_cast<std::size_t>(in.chunk)]->size());
+  } else {
+    data = &s->grads.at(0);
+  }
+  SPW_ASSIGN_OR_RETURN(int count, element_count(*data));
+  MPI_Request request = MPI_REQUEST_NULL;
+  // MPI_Isend's buffer is const void* since MPI-3.
+  SPW_TRY(mpi_check(MPI_Isend(data->data(), count, MPI_FLOAT, in.peer, tag_of(transfer),
+                              pipeline_comm_, &request),
+                    "sending to the next pipeline rank"));
+  s->sends.push_back(request);
+  if (in.op == sched::Op::send_grad) {
+    s->grad_sent = true;
+    SPW_TRY(retire_if_done(in.chunk, in.mb));
+  }
+  return static_cast<std::int64_t>(data->bytes());
+}
+
+Status PipelineExecutor::post_receives_through(std::size_t receive_index) {
+  const std::size_t last = std::min(receive_index + 1, receive_positions_.size());
+  for (; next_to_post_ < last; ++next_to_post_) {
+    const sched::Instruction& in = list_[receive_positions_[next_to_post_]];
+    SPW_ASSIGN_OR_RETURN(sched::Transfer transfer,
+                         sched::transfer_of(schedule_, pipeline_rank_, in));
+    SPW_ASSIGN_OR_RETURN(Slot * s, slot(in.chunk, in.mb));
+    Tensor* buffer = nullptr;
+    if (in.op == sched::Op::recv_act) {
+      SPW_ASSIGN_OR_RETURN(buffer, chunk_input(*s, in.chunk, in.mb));
+    } else {
+      SPW_ASSIGN_OR_RETURN(buffer, chunk_output_grad(*s, in.chunk, in.mb));
+    }
+    SPW_ASSIGN_OR_RETURN(int count, element_count(*buffer));
+    PostedReceive& posted = posted_[next_to_post_];
+    posted.posted_at = now();
+    SPW_TRY(mpi_check(MPI_Irecv(buffer->data(), count, MPI_FLOAT, in.peer, tag_of(transfer),
+                                pipeline_comm_, &posted.request),
+                      "posting a receive"));
+  }
+  return Status::success();
+}
+
+Status PipelineExecutor::receive(const sched::Instruction& in, std::size_t position) {
+  const auto it = std::lower_bound(receive_positions_.begin(), receive_positions_.end(), position);
+  const auto index = static_cast<std::size_t>(it - receive_positions_.begin());
+  SPW_TRY(post_receives_through(index + static_cast<std::size_t>(settings_.receive_lookahead)));
+  const double start = now();
+  SPW_TRY(mpi_check(MPI_Wait(&posted_[index].request, MPI_STATUS_IGNORE),
+                    "receiving from a neighbouring pipeline rank"));
+  const double end = now();
+  current_.recv_wait_s += end - start;
+  SPW_ASSIGN_OR_RETURN(Slot * s, slot(in.chunk, in.mb));
+  const Tensor* buffer = nullptr;
+  if (in.op == sched::Op::recv_act) {
+    buffer = &s->acts.at(0);
+  } else {
+    SPW_ASSIGN_OR_RETURN(buffer, chunk_output_grad(*s, in.chunk, in.mb));
+  }
+  record(TraceTrack::communication, in, static_cast<std::int64_t>(buffer->bytes()), start, end);
+  return Status::success();
+}
+
+Status PipelineExecutor::reduce_grads(int chunk) {
+  const double start = now();
+  for (auto& p : chunks_[static_cast<std::size_t>(chunk)]->parameters()) {
+    SPW_ASSIGN_OR_RETURN(int count, element_count(*p.grad));
+    MPI_Request request = MPI_REQUEST_NULL;
+    SPW_TRY(mpi_check(MPI_Iallreduce(MPI_IN_PLACE, p.grad->data(), count, MPI_FLOAT, MPI_SUM,
+                                     replica_comm_, &request),
+                      "starting the data-parallel gradient all-reduce"));
+    reduce_requests_.push_back(request);
+  }
+  reduces_done_ = false;
+  reduce_started_[static_cast<std::size_t>(chunk)] = start;
+  if (tracing_) {
+    std::int64_t bytes = 0;
+    for (auto& p : chunks_[static_cast<std::size_t>(chunk)]->parameters()) {
+      bytes += static_cast<std::int64_t>(p.grad->bytes());
+    }
+    record(TraceTrack::communication, sched::Instruction::reduce_grads(chunk), bytes, start, start);
+    reduce_events_.push_back(trace_.size() - 1);
+  }
+  return Status::success();
+}
+
+// Non-blocking collectives advance only inside MPI calls: test them between instructions.
+Status PipelineExecutor::progress() {
+  if (reduces_done_ || reduce_requests_.empty()) return Status::success();
+  int done = 0;
+  SPW_TRY(mpi_check(MPI_Testall(static_cast<int>(reduce_requests_.size()),
+                                reduce_requests_.data(), &done, MPI_STATUSES_IGNORE),
+                    "progressing the gradient all-reduce"));
+  if (done) {
+    reduces_done_ = true;
+    const double end = now();
+    for (std::size_t c = 0; c < reduce_started_.size(); ++c) {
+      if (reduce_started_[c] < 0) continue;
+      ChunkTiming& t = timings_[c];
+      t.reduce_s += end - reduce_started_[c];
+      t.reduce_samples += 1;
+      reduce_started_[c] = -1;
+    }
+    for (std::size_t e : reduce_events_) trace_[e].end_s = end;
+    reduce_events_.clear();
+    reduce_requests_.clear();
+  }
+  return Status::success();
+}
+
+Status PipelineExecutor::optimizer_step() {
+  if (!reduce_requests_.empty()) {
+    SPW_TRY(mpi_check(MPI_Waitall(static_cast<int>(reduce_requests_.size()),
+                                  reduce_requests_.data(), MPI_STATUSES_IGNORE),
+                      "finishing the gradient all-reduce"));
+    SPW_TRY(progress());  // records the completion; the requests are now null
+    reduces_done_ = true;
+    reduce_requests_.clear();
+  }
+  return optimizer_->step();
+}
+
+Status PipelineExecutor::finish_sends() {
+  for (auto& [chunk, s] : retiring_) {
+    SPW_TRY(waitall(s->sends, "completing sends"));
+    free_slots_[static_cast<std::size_t>(chunk)].push_back(s);
+  }
+  retiring_.clear();
+  for (std::size_t c = 0; c < active_.size(); ++c) {
+    for (std::size_t mb = 0; mb < active_[c].size(); ++mb) {
+      if (active_[c][mb] != nullptr) {
+        return error(StatusCode::internal,
+                     "schedule " + schedule_.name + " left microbatch " + std::to_string(mb) +
+                         " of chunk " + std::to_string(c) + " without its weight gradient");
+      }
+    }
+  }
+  return Status::success();
+}
+
+void PipelineExecutor::record(TraceTrack track, const sched::Instruction& in,
+                              std::int64_t bytes, double start, double end) {
+  if (!tracing_) return;
+  TraceEvent event;
+  event.rank = world_rank_;
+  event.step = static_cast<int>(step_ + 1);
+  event.track = track;
+  event.instruction = in;
+  event.stage = in.chunk >= 0 ? global_stage(in.chunk) : -1;
+  event.bytes = bytes;
+  event.start_s = start;
+  event.end_s = end;
+  trace_.push_back(event);
+}
+
+Status PipelineExecutor::execute(const sched::Instruction& in, std::size_t position) {
+  using sched::Op;
+  const double start = now();
+  switch (in.op) {
+    case Op::forward: SPW_TRY(forward(in.mb, in.chunk)); break;
+    case Op::backward_input: SPW_TRY(backward_input(in.mb, in.chunk)); break;
+    case Op::backward_weight: SPW_TRY(backward_weight(in.mb, in.chunk)); break;
+    case Op::send_act:
+    case Op::send_grad: {
+      SPW_ASSIGN_OR_RETURN(std::int64_t bytes, send(in));
+      record(TraceTrack::communication, in, bytes, start, now());
+      return progress();
+    }
+    case Op::recv_act:
+    case Op::recv_grad: return receive(in, position);
+    case Op::reduce_grads: return reduce_grads(in.chunk);
+    case Op::optimizer_step: SPW_TRY(optimizer_step()); break;
+    case Op::offload:
+    case Op::prefetch:
+      return error(StatusCode::unsupported, "offload instructions are not run by this executor");
+  }
+  const double end = now();
+  current_.busy_s += end - start;
+  if (in.chunk >= 0) {
+    ChunkTiming& t = timings_[static_cast<std::size_t>(in.chunk)];
+    const double seconds = end - start;
+    if (in.op == Op::forward) t.forward_s += seconds;
+    if (in.op == Op::backward_input) t.backward_input_s += seconds;
+    if (in.op == Op::backward_weight) {
+      t.backward_weight_s += seconds;
+      t.samples += 1;
+    }
+  }
+  record(TraceTrack::compute, in, 0, start, end);
+  return progress();
+}
+
+Status PipelineExecutor::run_step(StepResult& result) {
+  step_start_ = now();
+  const std::int64_t step = step_ + 1;
+  tracing_ = settings_.trace_steps > 0 && step >= settings_.trace_first_step &&
+             step < settings_.trace_first_step + settings_.trace_steps;
+  // Timings from the first step (allocation, warm-up) are replaced by later ones.
+  if (step_ == 1) std::fill(timings_.begin(), timings_.end(), ChunkTiming{});
+  current_ = RankStepMetrics{};
+  for (auto& chunk : chunks_) chunk->zero_grads();
+  SPW_TRY(load_microbatches());
+  std::fill(losses_.begin(), losses_.end(), 0.0);
+  posted_.assign(receive_positions_.size(), PostedReceive{});
+  next_to_post_ = 0;
+  if (!receive_positions_.empty()) {
+    SPW_TRY(post_receives_through(static_cast<std::size_t>(settings_.receive_lookahead) - 1));
+  }
+  for (std::size_t i = 0; i < list_.size(); ++i) {
+    const Status status = execute(list_[i], i);
+    if (!status.ok()) {
+      return status.with_context("step " + std::to_string(step) + ", instruction " +
+                                 sched::to_string(list_[i]));
+    }
+  }
+  SPW_TRY(finish_sends());
+  current_.span_s = now() - step_start_;
+
+  const std::int64_t micro = layout().microbatch_samples;
+  double loss = 0;
+  for (double l : losses_) {
+    loss += l * static_cast<double>(micro) / static_cast<double>(settings_.train.batch);
+  }
+  double batch_loss = 0;
+  SPW_TRY(mpi_check(MPI_Allreduce(&loss, &batch_loss, 1, MPI_DOUBLE, MPI_SUM, world_),
+                    "summing the step's loss"));
+  ++step_;
+  metrics_.push_back(current_);
+  const double seconds = now() - step_start_;
+  result.step = step_;
+  result.loss = batch_loss;
+  result.seconds = seconds;
+  result.items_per_second =
+      static_cast<double>(settings_.train.batch * settings_.train.model.positions_per_sample()) /
+      seconds;
+  return Status::success();
+}
+
+Result<std::map<std::string, std::vector<float>>> PipelineExecutor::gather_parameters(
+    int replica) {
+  // Serialise as [name length, name bytes, value count, values] records of bytes.
+  std::vector<char> mine;
+  if (replica_ == replica) {
+    for (auto& p : local_parameters()) {
+      const std::uint64_t name_size = p.name.size();
+      const std::uint64_t count = static_cast<std::uint64_t>(p.value->numel());
+      const char* header = reinterpret_cast<const char*>(&name_size);
+      mine.insert(mine.end(), header, header + sizeof name_size);
+      mine.insert(mine.end(), p.name.begin(), p.name.end());
+      const char* count_bytes = reinterpret_cast<const char*>(&count);
+      mine.insert(mine.end(), count_bytes, count_bytes + sizeof count);
+      const char* values = reinterpret_cast<const char*>(p.value->data());
+      mine.insert(mine.end(), values, values + count * sizeof(float));
+    }
+  }
+  int size = 0;
+  MPI_Comm_size(world_, &size);
+  const int my_bytes = static_cast<int>(mine.size());
+  std::vector<int> counts(static_cast<std::size_t>(size), 0);
+  SPW_TRY(mpi_check(MPI_Gather(&my_bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, world_),
+                    "gathering parameter sizes"));
+  std::vector<int> offsets(counts.size(), 0);
+  for (std::size_t i = 1; i < counts.size(); ++i) offsets[i] = offsets[i - 1] + counts[i - 1];
+  std::vector<char> all(world_rank_ == 0 ? static_cast<std::size_t>(offsets.back() + counts.back())
+                                         : 0);
+  SPW_TRY(mpi_check(MPI_Gatherv(mine.data(), my_bytes, MPI_CHAR, all.data(), counts.data(),
+                                offsets.data(), MPI_CHAR, 0, world_),
+                    "gathering parameters"));
+  std::map<std::string, std::vector<float>> out;
+  std::size_t at = 0;
+  while (at < all.size()) {
+    std::uint64_t name_size = 0;
+    std::memcpy(&name_size, all.data() + at, sizeof name_size);
+    at += sizeof name_size;
+    std::string name(all.data() + at, name_size);
+    at += name_size;
+    std::uint64_t count = 0;
+    std::memcpy(&count, all.data() + at, sizeof count);
+    at += sizeof count;
+    std::vector<float> values(count);
+    std::memcpy(values.data(), all.data() + at, count * sizeof(float));
+    at += count * sizeof(float);
+    out[name] = std::move(values);
+  }
+  return out;
+}
+
+}  // namespace spw

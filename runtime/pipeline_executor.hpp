@@ -1,0 +1,181 @@
+// The MPI pipeline executor: each rank interprets its instruction list from partition/ one
+// instruction at a time. It knows nothing about any particular schedule; GPipe, 1F1B,
+// interleaved and zero-bubble differ only in the lists their generators write.
+//
+// Per rank it owns the parameters, gradients and optimizer state of its chunks (one chunk
+// per global stage it holds), and per (chunk, microbatch) in flight a slot with the chunk's
+// input, every block's output and saved state, and the gradients flowing back. A slot is
+// taken at the first instruction that needs it (often a receive posted early) and returned
+// once its weight gradient is done and its sends have completed; slots are reused, so a
+// steady-state step allocates nothing.
+//
+// Communication: activations and gradients move with MPI_Isend / MPI_Irecv on a pipeline
+// communicator (one per replica). Receives are posted `receive_lookahead` receive
+// instructions ahead of the one being waited on, so data lands while the rank computes.
+// Sends are never waited on inside the step, matching the validator's assumption that
+// sends do not block. ReduceGrads(c) starts a non-blocking all-reduce of chunk c's
+// gradients on the data-parallel communicator of the rank's pipeline position; the
+// executor tests it between instructions so it progresses, and OptimizerStep waits for it.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/status.hpp"
+#include "partition/schedule.hpp"
+#include "runtime/batch_source.hpp"
+#include "runtime/model.hpp"
+#include "runtime/optimizer.hpp"
+#include "runtime/pipeline_layout.hpp"
+#include "runtime/trace.hpp"
+#include "runtime/trainer.hpp"
+
+namespace spw {
+
+struct PipelineSettings {
+  TrainSettings train;  // train.microbatches counts the whole batch's microbatches
+  PipelineLayout layout;
+  int receive_lookahead = 4;
+  // Steps [trace_first_step, trace_first_step + trace_steps) record trace events (1-based).
+  int trace_first_step = 1;
+  int trace_steps = 0;
+};
+
+// What one rank measured in one step.
+struct RankStepMetrics {
+  double busy_s = 0;       // running F, B, W and OptimizerStep
+  double span_s = 0;       // from the step's start to the end of the rank's list
+  double recv_wait_s = 0;  // blocked in receives
+};
+
+// Seconds this rank's chunks spent per microbatch, summed over the steps after the first
+// (or over the first when there was only one), with how many went in.
+struct ChunkTiming {
+  double forward_s = 0;
+  double backward_input_s = 0;
+  double backward_weight_s = 0;
+  double reduce_s = 0;  // per step, issue to completion
+  std::int64_t samples = 0;  // microbatches in the sums
+  std::int64_t reduce_samples = 0;
+};
+
+class PipelineExecutor {
+ public:
+  // Collective over `world`, whose size must be settings.layout.world_size(). Builds this
+  // rank's chunks with the same initial values the single-rank trainer uses, its optimizer
+  // and data. Every rank returns the same error when any rank fails.
+  static Result<std::unique_ptr<PipelineExecutor>> create(const PipelineSettings& settings,
+                                                          MPI_Comm world);
+  ~PipelineExecutor();
+  PipelineExecutor(const PipelineExecutor&) = delete;
+  PipelineExecutor& operator=(const PipelineExecutor&) = delete;
+
+  // One training step, collective over the world. result.loss is the batch's mean loss on
+  // every rank. An error leaves the executor unusable; peers may be blocked on this rank,
+  // so the caller must end the job (the CLI aborts it).
+  Status run_step(StepResult& result);
+
+  std::int64_t steps_done() const { return step_; }
+  std::int64_t total_steps() const { return total_steps_; }
+  const PipelineSettings& settings() const { return settings_; }
+  const PipelineLayout& layout() const { return settings_.layout; }
+  const sched::Schedule& schedule() const { return schedule_; }
+  int world_rank() const { return world_rank_; }
+  int pipeline_rank() const { return pipeline_rank_; }
+  int replica() const { return replica_; }
+  std::size_t model_parameter_count() const { return model_parameters_; }
+
+  std::vector<NamedParameter> local_parameters();
+  const std::vector<TraceEvent>& trace_events() const { return trace_; }
+  const std::vector<RankStepMetrics>& step_metrics() const { return metrics_; }
+  const std::vector<ChunkTiming>& chunk_timings() const { return timings_; }
+  // Activation bytes a chunk sends per microbatch (its last block's output).
+  std::int64_t activation_bytes(int chunk) const;
+  double time_origin() const;  // seconds, steady clock; equal instants on every rank
+
+  // Collective: the parameters of `replica`'s ranks, by name, on world rank 0 (empty
+  // elsewhere). For tests and checkpoints.
+  Result<std::map<std::string, std::vector<float>>> gather_parameters(int replica);
+
+ private:
+  struct Slot;
+  PipelineExecutor() = default;
+
+  Status setup(const PipelineSettings& settings, MPI_Comm world);
+  Status load_microbatches();
+  Status execute(const sched::Instruction& in, std::size_t position);
+  Status forward(int mb, int chunk);
+  Status backward_input(int mb, int chunk);
+  Status backward_weight(int mb, int chunk);
+  Result<std::int64_t> send(const sched::Instruction& in);  // bytes sent
+  Status receive(const sched::Instruction& in, std::size_t position);
+  Status post_receives_through(std::size_t receive_index);
+  Status reduce_grads(int chunk);
+  Status optimizer_step();
+  Status progress();
+  Status finish_sends();
+  Result<Slot*> slot(int chunk, int mb);
+  Status retire_if_done(int chunk, int mb);
+  Result<Tensor*> chunk_input(Slot& slot, int chunk, int mb);
+  Result<Tensor*> chunk_output_grad(Slot& slot, int chunk, int mb);
+  int tag_of(const sched::Transfer& transfer) const;
+  int global_stage(int chunk) const { return chunk * layout().pipeline_ranks + pipeline_rank_; }
+  double now() const;
+  void record(TraceTrack track, const sched::Instruction& in, std::int64_t bytes,
+              double start, double end);
+
+  PipelineSettings settings_;
+  sched::Schedule schedule_;
+  std::vector<sched::Instruction> list_;
+  std::vector<std::size_t> receive_positions_;  // where the receives sit in list_
+  MPI_Comm world_ = MPI_COMM_NULL;
+  MPI_Comm pipeline_comm_ = MPI_COMM_NULL;
+  MPI_Comm replica_comm_ = MPI_COMM_NULL;  // the ranks holding the same stages
+  int world_rank_ = 0;
+  int pipeline_rank_ = 0;
+  int replica_ = 0;
+  int tag_limit_ = 32767;
+
+  std::vector<std::unique_ptr<Model>> chunks_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<BatchSource> data_;
+  bool reads_batches_ = false;
+  std::vector<MicrobatchBuffers> buffers_;
+  std::vector<MicrobatchData> microbatches_;
+  std::vector<double> losses_;
+  std::size_t model_parameters_ = 0;
+
+  std::vector<std::vector<std::unique_ptr<Slot>>> slots_;  // [chunk] every slot ever made
+  std::vector<std::vector<Slot*>> free_slots_;             // [chunk]
+  std::vector<std::vector<Slot*>> active_;                 // [chunk][mb]
+  std::vector<std::pair<int, Slot*>> retiring_;            // (chunk, slot) with sends in flight
+
+  struct PostedReceive {
+    MPI_Request request = MPI_REQUEST_NULL;
+    double posted_at = 0;
+  };
+  std::vector<PostedReceive> posted_;  // [receive index] this step
+  std::size_t next_to_post_ = 0;
+
+  std::vector<MPI_Request> reduce_requests_;
+  std::vector<std::size_t> reduce_events_;  // trace events to close when reduces finish
+  std::vector<double> reduce_started_;      // [chunk] issue time this step, -1 if none
+  bool reduces_done_ = true;
+
+  std::int64_t step_ = 0;
+  std::int64_t total_steps_ = 0;
+  bool tracing_ = false;
+  double origin_ = 0;
+  double step_start_ = 0;
+  RankStepMetrics current_;
+  std::vector<RankStepMetrics> metrics_;
+  std::vector<ChunkTiming> timings_;
+  std::vector<TraceEvent> trace_;
+};
+
+}  // namespace spw
