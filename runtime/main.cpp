@@ -58,16 +58,16 @@ int main(int argc, char** argv) {
   }
 
   MpiSession mpi(argc, argv);
-  if (mpi.size() > 1) {
-    if (mpi.rank() == 0) {
-      std::fprintf(stderr,
-                   "spillway: error: %d ranks given, but this build trains on one rank; "
-                   "run without mpirun or with -n 1\n",
-                   mpi.size());
-    }
-    return 1;
-  }
   spw::Status status;
-  if (train_app->parsed()) status = spw::run_train_command(train);
-  return status.ok() ? 0 : fail(status);
+  spw::FailureScope scope = spw::FailureScope::all_ranks;
+  if (train_app->parsed()) status = spw::run_train_command(train, MPI_COMM_WORLD, scope);
+  if (status.ok()) return 0;
+  if (scope == spw::FailureScope::this_rank && mpi.size() > 1) {
+    // Peers may be blocked waiting on this rank: end the whole job now, not at a timeout.
+    std::fprintf(stderr, "spillway: error: rank %d: %s\n", mpi.rank(), status.message().c_str());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  if (mpi.rank() == 0) fail(status);
+  return 1;
 }

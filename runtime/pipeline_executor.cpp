@@ -186,6 +186,24 @@ std::int64_t PipelineExecutor::activation_bytes(int chunk) const {
   return shape.numel() * static_cast<std::int64_t>(sizeof(float));
 }
 
+std::int64_t PipelineExecutor::stash_bytes(int chunk) const {
+  std::size_t largest = 0;
+  for (const auto& s : slots_[static_cast<std::size_t>(chunk)]) {
+    std::size_t bytes = s->acts.bytes() + s->grads.bytes();
+    for (const BlockState& state : s->states) bytes += state.saved.bytes() + state.grads.bytes();
+    largest = std::max(largest, bytes);
+  }
+  return static_cast<std::int64_t>(largest);
+}
+
+std::int64_t PipelineExecutor::parameter_bytes(int chunk) {
+  std::int64_t bytes = 0;
+  for (const auto& p : chunks_[static_cast<std::size_t>(chunk)]->parameters()) {
+    bytes += static_cast<std::int64_t>(p.value->bytes());
+  }
+  return bytes;
+}
+
 Status PipelineExecutor::load_microbatches() {
   const PipelineLayout& l = layout();
   const std::int64_t micro = l.microbatch_samples;
@@ -520,7 +538,10 @@ Status PipelineExecutor::execute(const sched::Instruction& in, std::size_t posit
     case Op::recv_act:
     case Op::recv_grad: return receive(in, position);
     case Op::reduce_grads: return reduce_grads(in.chunk);
-    case Op::optimizer_step: SPW_TRY(optimizer_step()); break;
+    case Op::optimizer_step:
+      SPW_TRY(optimizer_step());
+      current_.optimizer_s += now() - start;
+      break;
     case Op::offload:
     case Op::prefetch:
       return error(StatusCode::unsupported, "offload instructions are not run by this executor");

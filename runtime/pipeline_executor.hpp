@@ -51,6 +51,7 @@ struct RankStepMetrics {
   double busy_s = 0;       // running F, B, W and OptimizerStep
   double span_s = 0;       // from the step's start to the end of the rank's list
   double recv_wait_s = 0;  // blocked in receives
+  double optimizer_s = 0;  // the OptimizerStep, including its wait for the all-reduce
 };
 
 // Seconds this rank's chunks spent per microbatch, summed over the steps after the first
@@ -96,6 +97,11 @@ class PipelineExecutor {
   const std::vector<ChunkTiming>& chunk_timings() const { return timings_; }
   // Activation bytes a chunk sends per microbatch (its last block's output).
   std::int64_t activation_bytes(int chunk) const;
+  // Bytes one microbatch in flight holds on `chunk`: its input, every block's output and
+  // saved state, and the gradients flowing back (the largest slot so far).
+  std::int64_t stash_bytes(int chunk) const;
+  std::int64_t parameter_bytes(int chunk);
+  std::size_t local_chunks() const { return chunks_.size(); }
   double time_origin() const;  // seconds, steady clock; equal instants on every rank
 
   // Collective: the parameters of `replica`'s ranks, by name, on world rank 0 (empty

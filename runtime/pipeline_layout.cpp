@@ -3,8 +3,9 @@
 namespace spw {
 namespace {
 
-std::string plural(std::int64_t n, const char* word) {
-  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+std::string plural(std::int64_t n, const std::string& word) {
+  if (n == 1) return "1 " + word;
+  return std::to_string(n) + " " + word + (word.back() == 'h' ? "es" : "s");
 }
 
 Status fail(const std::string& message) { return error(StatusCode::invalid_argument, message); }

@@ -21,9 +21,10 @@ std::string format_duration(double seconds) {
   return text;
 }
 
-ProgressPrinter::ProgressPrinter(std::FILE* stream, std::int64_t total_steps, std::int64_t every)
+ProgressPrinter::ProgressPrinter(std::FILE* stream, std::int64_t total_steps, std::int64_t every,
+                                 bool redraw)
     : stream_(stream),
-      terminal_(isatty(fileno(stream)) == 1),
+      terminal_(redraw && isatty(fileno(stream)) == 1),
       every_(every > 0 ? every : std::max<std::int64_t>(1, total_steps / 100)) {}
 
 std::string ProgressPrinter::format(const ProgressLine& line) {

@@ -20,8 +20,11 @@ struct ProgressLine {
 
 class ProgressPrinter {
  public:
-  // `stream` is a terminal when isatty says so; `every` = 0 picks about 100 lines per run.
-  ProgressPrinter(std::FILE* stream, std::int64_t total_steps, std::int64_t every = 0);
+  // `stream` is a terminal when isatty says so and `redraw` allows it; `every` = 0 picks
+  // about 100 lines per run. Under mpirun every rank's stdout is a pseudo-terminal even
+  // when the job's output goes to a file, so MPI runs pass redraw = false.
+  ProgressPrinter(std::FILE* stream, std::int64_t total_steps, std::int64_t every = 0,
+                  bool redraw = true);
   void print(const ProgressLine& line);
   // Ends the in-place line on a terminal.
   void finish();

@@ -6,6 +6,8 @@
 #include "kernels/memory_ledger.hpp"
 #include "kernels/threading.hpp"
 #include "runtime/json_file.hpp"
+#include "runtime/mpi_support.hpp"
+#include "runtime/pipeline_command.hpp"
 #include "runtime/progress.hpp"
 #include "runtime/report.hpp"
 
@@ -45,8 +47,9 @@ Result<TrainSettings> train_settings_from(const JobConfig& job) {
   return s;
 }
 
-Status run_train_command(const TrainCommand& command) {
-  SPW_ASSIGN_OR_RETURN(JobConfig job, load_job_file(command.config_path, command.overrides));
+namespace {
+
+Status run_single_rank(const JobConfig& job, const TrainCommand& command) {
   SPW_ASSIGN_OR_RETURN(TrainSettings settings, train_settings_from(job));
   settings.resume_from = command.resume_from;
   SPW_TRY(ensure_directory(job.output.dir));
@@ -110,6 +113,24 @@ Status run_train_command(const TrainCommand& command) {
               record.item_name.c_str(), format_bytes(MemoryLedger::process().peak_total()).c_str(),
               report_path.c_str());
   return Status::success();
+}
+
+}  // namespace
+
+Status run_train_command(const TrainCommand& command, MPI_Comm comm, FailureScope& scope) {
+  scope = FailureScope::all_ranks;
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  auto job = load_job_file(command.config_path, command.overrides);
+  // A file every rank reads alike fails alike, but a node may lack it: agree first.
+  if (size > 1) SPW_TRY(agree_on_status(comm, job.status()));
+  if (!job.ok()) return job.status();
+  const ModelSpec model = model_spec_from(job->model);
+  SPW_ASSIGN_OR_RETURN(PipelineLayout layout,
+                       make_pipeline_layout(job->parallel, model.block_count(), job->train.batch,
+                                            job->train.microbatches, size));
+  if (layout.world_size() == 1 && layout.chunks == 1) return run_single_rank(*job, command);
+  return run_pipeline_job(*job, layout, command, comm, scope);
 }
 
 }  // namespace spw

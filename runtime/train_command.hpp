@@ -2,6 +2,8 @@
 // and checkpoints under output.dir.
 #pragma once
 
+#include <mpi.h>
+
 #include <string>
 #include <vector>
 
@@ -21,6 +23,13 @@ struct TrainCommand {
 Result<TrainSettings> train_settings_from(const JobConfig& job);
 ModelSpec model_spec_from(const ModelConfig& model);
 
-Status run_train_command(const TrainCommand& command);
+// Who knows about a failure: every rank (the same error, agreed before any training; rank 0
+// reports it and every rank exits) or only the rank that failed mid-run, whose peers may be
+// blocked waiting on it, so the driver must end the whole job (MPI_Abort).
+enum class FailureScope { all_ranks, this_rank };
+
+// Runs the job on the ranks of `comm`: the single-rank trainer on one rank with one chunk,
+// the pipeline executor otherwise. Collective.
+Status run_train_command(const TrainCommand& command, MPI_Comm comm, FailureScope& scope);
 
 }  // namespace spw

@@ -1,0 +1,146 @@
+// `spillway train` on more than one rank (or more than one chunk): the pipeline executor,
+// with progress on rank 0 and report.json, trace.json and timeline.svg written by rank 0.
+#include "runtime/pipeline_command.hpp"
+
+#include <chrono>
+#include <cstdio>
+
+#include "kernels/memory_ledger.hpp"
+#include "kernels/threading.hpp"
+#include "runtime/json_file.hpp"
+#include "runtime/mpi_support.hpp"
+#include "runtime/pipeline_report.hpp"
+#include "runtime/progress.hpp"
+#include "runtime/report.hpp"
+
+namespace spw {
+namespace {
+
+// What a job can ask for that the pipeline path does not do yet; checked before any work
+// so the job fails at once with the same message on every rank.
+Status check_supported(const JobConfig& job, const TrainCommand& command) {
+  if (!command.resume_from.empty()) {
+    return error(StatusCode::unsupported,
+                 "--resume runs on one rank only for now: resume without mpirun, or start "
+                 "the pipeline from the checkpoint's weights with train.init_from");
+  }
+  if (job.output.checkpoint_every > 0) {
+    return error(StatusCode::unsupported,
+                 "output.checkpoint_every is written by single-rank runs only for now: set it "
+                 "to 0 for a pipeline run");
+  }
+  if (job.offload.tier != OffloadTier::none) {
+    return error(StatusCode::unsupported,
+                 "offload.tier = \"" + std::string(to_string(job.offload.tier)) +
+                     "\" is not available yet: set offload.tier = \"none\"");
+  }
+  return Status::success();
+}
+
+}  // namespace
+
+Status run_pipeline_job(const JobConfig& job, const PipelineLayout& layout,
+                        const TrainCommand& command, MPI_Comm comm, FailureScope& scope) {
+  scope = FailureScope::all_ranks;
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+
+  PipelineSettings settings;
+  settings.layout = layout;
+  Status setup = check_supported(job, command);
+  ThreadSetup threads;
+  if (setup.ok()) {
+    auto train = train_settings_from(job);
+    setup = train.status();
+    if (train.ok()) settings.train = *train;
+  }
+  if (setup.ok() && rank == 0) setup = ensure_directory(job.output.dir);
+  if (setup.ok()) {
+    auto share = node_share(comm);
+    setup = share.status();
+    if (share.ok()) {
+      ThreadRequest request;
+      request.threads = job.threads.count;
+      request.local_rank = share->local_rank;
+      request.local_ranks = share->local_ranks;
+      auto chosen = setup_threads(request);
+      setup = chosen.status();
+      if (chosen.ok()) threads = *chosen;
+    }
+  }
+  SPW_TRY(agree_on_status(comm, setup));
+
+  const std::int64_t planned_steps =
+      settings.train.steps > 0 ? settings.train.steps : std::int64_t{1} << 40;
+  settings.trace_first_step = planned_steps >= 2 ? 2 : 1;
+  settings.trace_steps = job.output.trace ? 3 : 0;
+  SPW_ASSIGN_OR_RETURN(auto executor, PipelineExecutor::create(settings, comm));
+  // From here a failure may strand peers inside MPI calls: only the job's end frees them.
+  scope = FailureScope::this_rank;
+  SPW_ASSIGN_OR_RETURN(LinkEstimate link, measure_pipeline_link(*executor, comm));
+
+  const std::int64_t total = executor->total_steps();
+  const char* item_name = settings.train.model.kind == "gpt" ? "tokens" : "samples";
+  if (rank == 0) {
+    std::printf("spillway: %s, %zu parameters, %d ranks (%s), %d thread(s) per rank, %lld "
+                "steps, output in %s\n",
+                settings.train.model.kind.c_str(), executor->model_parameter_count(),
+                layout.world_size(), layout.describe().c_str(), threads.threads,
+                static_cast<long long>(total), job.output.dir.c_str());
+    std::fflush(stdout);
+  }
+
+  RunRecord record;
+  record.config = to_json(job);
+  record.item_name = item_name;
+  record.parameters = executor->model_parameter_count();
+  record.threads = threads.threads;
+  record.ranks = layout.world_size();
+  ProgressPrinter progress(stdout, total, 0, /*redraw=*/false);
+  const auto start = std::chrono::steady_clock::now();
+  while (executor->steps_done() < total) {
+    StepResult step;
+    SPW_TRY(executor->run_step(step));
+    record.loss.push_back(step.loss);
+    record.step_seconds.push_back(step.seconds);
+    if (rank == 0) {
+      const double elapsed =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      progress.print({step.step, total, step.loss, step.items_per_second, item_name, elapsed,
+                      MemoryLedger::process().peak_total()});
+    }
+  }
+  if (rank == 0) progress.finish();
+  record.elapsed_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  SPW_ASSIGN_OR_RETURN(nlohmann::json pipeline, pipeline_report(*executor, comm, link));
+  SPW_ASSIGN_OR_RETURN(std::vector<TraceEvent> events, gather_trace(*executor, comm));
+  if (rank != 0) return Status::success();
+
+  const double items_per_step =
+      static_cast<double>(settings.train.batch * settings.train.model.positions_per_sample());
+  nlohmann::json report = make_report(record, items_per_step, MemoryLedger::process().snapshot());
+  report["pipeline"] = pipeline;
+  const std::string report_path = job.output.dir + "/report.json";
+  SPW_TRY(write_json_atomically(report_path, report));
+  std::string timeline_note;
+  if (job.output.trace) {
+    TraceMeta meta;
+    meta.title = settings.train.model.kind + ", " + layout.describe();
+    meta.ranks = layout.world_size();
+    SPW_TRY(write_chrome_trace(job.output.dir + "/trace.json", events, meta));
+    SPW_TRY(write_timeline_svg(job.output.dir + "/timeline.svg", events, meta));
+    timeline_note = "; trace " + job.output.dir + "/trace.json, timeline " + job.output.dir +
+                    "/timeline.svg";
+  }
+  std::printf("spillway: final loss %.4f, median %.0f %s/s, bubble %.1f%% (simulator %.1f%%), "
+              "report %s%s\n",
+              record.loss.back(), report["throughput"]["median"].get<double>(), item_name,
+              100 * pipeline["measured"]["bubble_fraction"].get<double>(),
+              100 * pipeline["predicted"].value("bubble_fraction", 0.0), report_path.c_str(),
+              timeline_note.c_str());
+  return Status::success();
+}
+
+}  // namespace spw

@@ -1,0 +1,270 @@
+#include "runtime/pipeline_report.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "kernels/memory_ledger.hpp"
+#include "partition/simulator.hpp"
+#include "runtime/mpi_support.hpp"
+
+namespace spw {
+namespace {
+
+// Best of `reps` round trips of `bytes` between this rank and `peer`, halved.
+Result<double> one_way_seconds(MPI_Comm comm, int peer, bool starts, std::int64_t bytes,
+                               int reps) {
+  std::vector<char> buffer(static_cast<std::size_t>(bytes));
+  double best = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < reps; ++i) {
+    const double start = MPI_Wtime();
+    const int count = static_cast<int>(bytes);
+    if (starts) {
+      SPW_TRY(mpi_check(MPI_Send(buffer.data(), count, MPI_CHAR, peer, 0, comm), "link probe"));
+      SPW_TRY(mpi_check(MPI_Recv(buffer.data(), count, MPI_CHAR, peer, 0, comm, MPI_STATUS_IGNORE),
+                        "link probe"));
+    } else {
+      SPW_TRY(mpi_check(MPI_Recv(buffer.data(), count, MPI_CHAR, peer, 0, comm, MPI_STATUS_IGNORE),
+                        "link probe"));
+      SPW_TRY(mpi_check(MPI_Send(buffer.data(), count, MPI_CHAR, peer, 0, comm), "link probe"));
+    }
+    best = std::min(best, (MPI_Wtime() - start) / 2);
+  }
+  return best;
+}
+
+nlohmann::json by_category(const std::array<std::size_t, kMemoryCategoryCount>& bytes) {
+  nlohmann::json out = nlohmann::json::object();
+  for (MemoryCategory c : kAllMemoryCategories) {
+    out[std::string(memory_category_name(c))] = bytes[static_cast<std::size_t>(c)];
+  }
+  return out;
+}
+
+}  // namespace
+
+double median_after_first(const std::vector<double>& values) {
+  std::vector<double> v(values.begin() + (values.size() > 1 ? 1 : 0), values.end());
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+Result<LinkEstimate> measure_pipeline_link(PipelineExecutor& executor, MPI_Comm world) {
+  const PipelineLayout& layout = executor.layout();
+  const int P = layout.pipeline_ranks;
+  const int p = executor.pipeline_rank();
+  const int w = executor.world_rank();
+  long long mine = executor.activation_bytes(0);
+  long long bytes = 0;
+  SPW_TRY(mpi_check(MPI_Allreduce(&mine, &bytes, 1, MPI_LONG_LONG, MPI_MAX, world), "link probe"));
+  bytes = std::max<long long>(bytes, 8);
+  // Pairs (p, p + 1) with even p first, then with odd p, so each rank is in one pair at a time.
+  double sums[3] = {0, 0, 0};  // latency, seconds for `bytes`, pairs measured
+  for (int phase = 0; phase < 2; ++phase) {
+    const bool left = p % 2 == phase && p + 1 < P;
+    const bool right = p >= 1 && (p - 1) % 2 == phase;
+    if (!left && !right) continue;
+    const int peer = left ? w + 1 : w - 1;
+    SPW_ASSIGN_OR_RETURN(double latency, one_way_seconds(world, peer, left, 8, 20));
+    SPW_ASSIGN_OR_RETURN(double big, one_way_seconds(world, peer, left, bytes, 5));
+    if (left) {
+      sums[0] += latency;
+      sums[1] += big;
+      sums[2] += 1;
+    }
+  }
+  double total[3] = {0, 0, 0};
+  SPW_TRY(mpi_check(MPI_Allreduce(sums, total, 3, MPI_DOUBLE, MPI_SUM, world), "link probe"));
+  LinkEstimate link;
+  if (total[2] == 0) return link;
+  link.latency_s = total[0] / total[2];
+  const double transfer = std::max(total[1] / total[2] - link.latency_s, 1e-9);
+  link.bandwidth_bytes_per_s = static_cast<double>(bytes) / transfer;
+  return link;
+}
+
+Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm world,
+                                       const LinkEstimate& link) {
+  const PipelineLayout& layout = executor.layout();
+  const int size = layout.world_size();
+  const auto v = executor.local_chunks();
+  const auto& metrics = executor.step_metrics();
+  const std::size_t steps = metrics.size();
+
+  // Per rank: per-step busy and span, then medians, memory, then per-chunk costs.
+  constexpr std::size_t kChunkFields = 7;
+  std::vector<double> mine;
+  for (const auto& m : metrics) mine.push_back(m.busy_s);
+  for (const auto& m : metrics) mine.push_back(m.span_s);
+  std::vector<double> busy, span, wait, optimizer;
+  for (const auto& m : metrics) {
+    busy.push_back(m.busy_s);
+    span.push_back(m.span_s);
+    wait.push_back(m.recv_wait_s);
+    optimizer.push_back(m.optimizer_s);
+  }
+  mine.push_back(median_after_first(busy));
+  mine.push_back(median_after_first(span));
+  mine.push_back(median_after_first(wait));
+  mine.push_back(median_after_first(optimizer));
+  const LedgerSnapshot memory = MemoryLedger::process().snapshot();
+  mine.push_back(static_cast<double>(memory.peak_total));
+  for (MemoryCategory c : kAllMemoryCategories) mine.push_back(static_cast<double>(memory.peak_of(c)));
+  for (std::size_t c = 0; c < v; ++c) {
+    const ChunkTiming& t = executor.chunk_timings()[c];
+    const double n = static_cast<double>(std::max<std::int64_t>(t.samples, 1));
+    mine.push_back(t.forward_s / n);
+    mine.push_back(t.backward_input_s / n);
+    mine.push_back(t.backward_weight_s / n);
+    mine.push_back(t.reduce_samples > 0 ? t.reduce_s / static_cast<double>(t.reduce_samples) : 0);
+    mine.push_back(static_cast<double>(executor.stash_bytes(static_cast<int>(c))));
+    mine.push_back(static_cast<double>(executor.parameter_bytes(static_cast<int>(c))));
+    mine.push_back(static_cast<double>(executor.activation_bytes(static_cast<int>(c))));
+  }
+  const std::size_t stride = mine.size();
+  std::vector<double> all(executor.world_rank() == 0 ? stride * static_cast<std::size_t>(size) : 0);
+  SPW_TRY(mpi_check(MPI_Gather(mine.data(), static_cast<int>(stride), MPI_DOUBLE, all.data(),
+                               static_cast<int>(stride), MPI_DOUBLE, 0, world),
+                    "gathering the pipeline report"));
+  if (executor.world_rank() != 0) return nlohmann::json();
+
+  auto at = [&](int rank, std::size_t i) { return all[static_cast<std::size_t>(rank) * stride + i]; };
+  const std::size_t medians = 2 * steps;
+  const std::size_t memory_at = medians + 4;
+  const std::size_t chunks_at = memory_at + 1 + kMemoryCategoryCount;
+
+  std::vector<double> bubble_per_step;
+  std::vector<double> iteration_per_step;
+  for (std::size_t k = 0; k < steps; ++k) {
+    double busy_sum = 0, longest = 0;
+    for (int r = 0; r < size; ++r) {
+      busy_sum += at(r, k);
+      longest = std::max(longest, at(r, steps + k));
+    }
+    iteration_per_step.push_back(longest);
+    bubble_per_step.push_back(longest > 0 ? 1 - busy_sum / (size * longest) : 0);
+  }
+
+  nlohmann::json ranks = nlohmann::json::array();
+  for (int r = 0; r < size; ++r) {
+    std::array<std::size_t, kMemoryCategoryCount> peak{};
+    for (std::size_t c = 0; c < kMemoryCategoryCount; ++c) {
+      peak[c] = static_cast<std::size_t>(at(r, memory_at + 1 + c));
+    }
+    ranks.push_back({{"rank", r},
+                     {"pipeline_rank", layout.pipeline_rank_of(r)},
+                     {"replica", layout.replica_of(r)},
+                     {"busy_seconds", at(r, medians)},
+                     {"span_seconds", at(r, medians + 1)},
+                     {"receive_wait_seconds", at(r, medians + 2)},
+                     {"optimizer_seconds", at(r, medians + 3)},
+                     {"peak_bytes", static_cast<std::size_t>(at(r, memory_at))},
+                     {"peak_bytes_by_category", by_category(peak)}});
+  }
+
+  // The simulator, fed with this run's costs: stage s's figures averaged over its replicas.
+  const int P = layout.pipeline_ranks;
+  const int S = layout.stage_count();
+  sched::CostModel costs;
+  nlohmann::json stage_costs = nlohmann::json::array();
+  const double state_per_parameter_byte =
+      executor.settings().train.optimizer.kind == "adamw"
+          ? 2.0
+          : (executor.settings().train.optimizer.momentum != 0 ? 1.0 : 0.0);
+  for (int s = 0; s < S; ++s) {
+    sched::StageCost cost;
+    const std::size_t c = static_cast<std::size_t>(s / P);
+    double values[kChunkFields] = {};
+    for (int replica = 0; replica < layout.replicas; ++replica) {
+      const int r = replica * P + s % P;
+      for (std::size_t f = 0; f < kChunkFields; ++f) {
+        values[f] += at(r, chunks_at + c * kChunkFields + f) / layout.replicas;
+      }
+    }
+    cost.forward_s = values[0];
+    cost.backward_input_s = values[1];
+    cost.backward_weight_s = values[2];
+    cost.reduce_grads_s = values[3];
+    cost.stash_bytes = static_cast<std::int64_t>(values[4]);
+    cost.parameter_bytes = static_cast<std::int64_t>(values[5]);
+    cost.gradient_bytes = cost.parameter_bytes;
+    cost.optimizer_state_bytes =
+        static_cast<std::int64_t>(state_per_parameter_byte * values[5]);
+    cost.activation_bytes = static_cast<std::int64_t>(values[6]);
+    costs.stages.push_back(cost);
+    stage_costs.push_back({{"stage", s},
+                           {"blocks", {layout.stages[static_cast<std::size_t>(s)].first,
+                                       layout.stages[static_cast<std::size_t>(s)].last}},
+                           {"forward_seconds", cost.forward_s},
+                           {"backward_input_seconds", cost.backward_input_s},
+                           {"backward_weight_seconds", cost.backward_weight_s},
+                           {"reduce_seconds", cost.reduce_grads_s},
+                           {"stash_bytes", cost.stash_bytes},
+                           {"parameter_bytes", cost.parameter_bytes}});
+  }
+  if (link.bandwidth_bytes_per_s > 0) {
+    costs.link.bandwidth_bytes_per_s = link.bandwidth_bytes_per_s;
+    costs.link.latency_s = link.latency_s;
+  }
+  double optimizer_s = 0;
+  for (int r = 0; r < size; ++r) optimizer_s = std::max(optimizer_s, at(r, medians + 3));
+  costs.optimizer_step_s = optimizer_s;
+
+  nlohmann::json predicted;
+  auto simulation = sched::simulate(executor.schedule(), costs);
+  if (simulation.ok()) {
+    predicted = {{"iteration_seconds", simulation->iteration_s},
+                 {"bubble_fraction", simulation->bubble_fraction},
+                 {"busy_seconds_by_pipeline_rank", simulation->busy_s},
+                 {"peak_bytes_by_pipeline_rank", simulation->peak_memory_bytes},
+                 {"max_live_stashes_by_pipeline_rank", simulation->max_live_stashes}};
+  } else {
+    predicted = {{"error", simulation.status().message()}};
+  }
+  predicted["link"] = {{"bandwidth_bytes_per_second", link.bandwidth_bytes_per_s},
+                       {"latency_seconds", link.latency_s}};
+  predicted["stage_costs"] = stage_costs;
+
+  nlohmann::json stages = nlohmann::json::array();
+  for (const StageRange& range : layout.stages) stages.push_back({range.first, range.last});
+  return nlohmann::json{
+      {"layout",
+       {{"pipeline_ranks", P},
+        {"replicas", layout.replicas},
+        {"chunks", layout.chunks},
+        {"schedule", layout.schedule},
+        {"microbatches_per_replica", layout.microbatches},
+        {"microbatch_samples", layout.microbatch_samples},
+        {"stages", stages}}},
+      {"measured",
+       {{"iteration_seconds", median_after_first(iteration_per_step)},
+        {"bubble_fraction", median_after_first(bubble_per_step)},
+        {"bubble_fraction_by_step", bubble_per_step},
+        {"ranks", ranks}}},
+      {"predicted", predicted}};
+}
+
+Result<std::vector<TraceEvent>> gather_trace(const PipelineExecutor& executor, MPI_Comm world) {
+  static_assert(std::is_trivially_copyable_v<TraceEvent>, "events travel as bytes");
+  const std::vector<TraceEvent>& mine = executor.trace_events();
+  const int my_bytes = static_cast<int>(mine.size() * sizeof(TraceEvent));
+  int size = 0;
+  MPI_Comm_size(world, &size);
+  std::vector<int> counts(static_cast<std::size_t>(size), 0);
+  SPW_TRY(mpi_check(MPI_Gather(&my_bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, world),
+                    "gathering the trace"));
+  std::vector<int> offsets(counts.size(), 0);
+  for (std::size_t i = 1; i < counts.size(); ++i) offsets[i] = offsets[i - 1] + counts[i - 1];
+  const bool root = executor.world_rank() == 0;
+  std::vector<TraceEvent> all(root ? static_cast<std::size_t>(offsets.back() + counts.back()) /
+                                         sizeof(TraceEvent)
+                                   : 0);
+  SPW_TRY(mpi_check(MPI_Gatherv(mine.data(), my_bytes, MPI_BYTE, all.data(), counts.data(),
+                                offsets.data(), MPI_BYTE, 0, world),
+                    "gathering the trace"));
+  return all;
+}
+
+}  // namespace spw

@@ -1,0 +1,39 @@
+// What a pipeline run reports beyond the single-rank report: per-rank busy time and peak
+// memory by category, the measured bubble, and the simulator's prediction for the same
+// schedule fed with the costs this run measured, so a reader sees both side by side and
+// where they part. All functions are collective over the executor's world; the results
+// are meaningful on world rank 0 only.
+#pragma once
+
+#include <mpi.h>
+
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/status.hpp"
+#include "runtime/pipeline_executor.hpp"
+#include "runtime/trace.hpp"
+
+namespace spw {
+
+struct LinkEstimate {
+  double bandwidth_bytes_per_s = 0;  // 0: no link was measured (one pipeline rank)
+  double latency_s = 0;
+};
+
+// Ping-pongs between neighbouring pipeline ranks, with 8 bytes and with one activation;
+// the mean over the pairs. Run it before training: it takes a few milliseconds.
+Result<LinkEstimate> measure_pipeline_link(PipelineExecutor& executor, MPI_Comm world);
+
+// The "pipeline" object of report.json.
+Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm world,
+                                       const LinkEstimate& link);
+
+// Every rank's trace events on world rank 0, ordered by rank.
+Result<std::vector<TraceEvent>> gather_trace(const PipelineExecutor& executor, MPI_Comm world);
+
+// Median of `values` without the first entry (the warm-up step) when there are others.
+double median_after_first(const std::vector<double>& values);
+
+}  // namespace spw

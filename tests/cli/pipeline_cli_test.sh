@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# `spillway train` under mpiexec, as a batch job sees it: a 2-rank pipeline writes its report,
+# trace and timeline; bad layouts fail before any compute with one message and a non-zero
+# exit; a rank failing mid-run ends the whole job quickly with that rank's message.
+# Usage: pipeline_cli_test.sh SPILLWAY MPIEXEC [MPIEXEC FLAGS...]
+set -u
+spillway=$1 mpiexec=$2
+shift 2
+mpi_flags=("$@")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+total=0
+check() {  # check NAME CONDITION...
+  local name=$1; shift
+  total=$((total + 1))
+  if "$@"; then echo "ok: $name"; else echo "FAIL: $name"; failures=$((failures + 1)); fi
+}
+run2() {  # run2 OUTFILE ARGS...: spillway train on 2 ranks, stdout+stderr to OUTFILE
+  local out=$1; shift
+  timeout 120 "$mpiexec" -n 2 "${mpi_flags[@]}" -x OMP_NUM_THREADS=1 "$spillway" train "$@" \
+    > "$out" 2>&1
+}
+
+cat > "$work/tiny.toml" <<'TOML'
+[model]
+kind = "gpt"
+layers = 2
+d_model = 32
+heads = 2
+seq = 16
+[data]
+source = "synthetic"
+[train]
+batch = 8
+microbatches = 4
+steps = 5
+[parallel]
+stages = 2
+schedule = "1f1b"
+TOML
+
+run2 "$work/run.txt" "$work/tiny.toml" --set "output.dir=$work/out"
+status=$?
+cat "$work/run.txt"
+check "a 2-rank pipeline exits 0" test $status -eq 0
+check "rank 0 alone prints progress" test "$(grep -c '^step 5/5  loss' "$work/run.txt")" -eq 1
+check "the header names the layout" grep -q "2 ranks (2 stages x 1 replica, 1f1b" "$work/run.txt"
+check "report.json has the pipeline section" python3 - "$work/out/report.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+p = r["pipeline"]
+ranks = p["measured"]["ranks"]
+ok = (r["ranks"] == 2 and len(r["loss"]) == 5 and len(ranks) == 2
+      and all(x["peak_bytes"] > 0 and x["busy_seconds"] > 0 for x in ranks)
+      and all(x["peak_bytes_by_category"]["parameters"] > 0 for x in ranks)
+      and 0 <= p["measured"]["bubble_fraction"] < 1
+      and 0 < p["predicted"]["bubble_fraction"] < 1
+      and p["predicted"]["iteration_seconds"] > 0
+      and p["layout"]["stages"] == [[0, 1], [2, 3]])
+sys.exit(0 if ok else 1)
+PY
+check "trace.json holds both ranks' instructions" python3 - "$work/out/trace.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+events = [e for e in t["traceEvents"] if e["ph"] == "X"]
+names = {(e["pid"], e["name"]) for e in events}
+# steps 2-4 are traced: each rank ran F and B of 4 microbatches in each
+ok = all((0, f"F{mb}.0") in names and (1, f"B{mb}.0") in names for mb in range(4))
+ok = ok and any(e["name"].startswith("SA") and e["pid"] == 0 for e in events)
+ok = ok and {e["args"]["step"] for e in events} == {2, 3, 4}
+sys.exit(0 if ok else 1)
+PY
+check "timeline.svg is drawn" grep -q "<svg" "$work/out/timeline.svg"
+
+# Bad layouts: one message (printed by rank 0 only), non-zero exit, before any step.
+expect_error() {  # expect_error NAME TEXT ARGS...
+  local name=$1 text=$2; shift 2
+  run2 "$work/bad.txt" "$work/tiny.toml" --set "output.dir=$work/bad" "$@"
+  local code=$?
+  check "$name exits non-zero" test $code -ne 0 -a $code -ne 124
+  check "$name says so once" test "$(grep -c -F "$text" "$work/bad.txt")" -eq 1
+  check "$name runs no step" test "$(grep -c '^step ' "$work/bad.txt")" -eq 0
+}
+expect_error "3 stages on 2 ranks" "need 3 ranks, but the job was launched with 2: launch with mpirun -n 3" \
+  --set parallel.stages=3
+expect_error "more stages than blocks" "but the model has only 4 blocks" --set parallel.stages=6
+expect_error "overlapping ranges" "must start at block 2" --set "parallel.stages=[[0,1],[1,3]]"
+expect_error "a range gap" "must start at block 2" --set "parallel.stages=[[0,1],[3,3]]"
+expect_error "ranges short of the last block" "the last range must end at 3" \
+  --set "parallel.stages=[[0,1],[2,2]]"
+
+# A rank that fails mid-run: a memory cap between the two ranks' measured peaks lets both
+# set up but stops the hungrier rank inside step 1, while its peer waits on it.
+cap=$(python3 - "$work/out/report.json" <<'PY'
+import json, sys
+ranks = json.load(open(sys.argv[1]))["pipeline"]["measured"]["ranks"]
+peaks = sorted(x["peak_bytes"] for x in ranks)
+print((peaks[0] + peaks[1]) // 2 if peaks[1] > 1.1 * peaks[0] else 0)
+PY
+)
+check "the two ranks' peaks differ enough to fail one" test "$cap" -gt 0
+start=$(date +%s)
+run2 "$work/fault.txt" "$work/tiny.toml" --set "output.dir=$work/fault" --set "memory.cap=$cap"
+code=$?
+elapsed=$(( $(date +%s) - start ))
+cat "$work/fault.txt"
+check "a failing rank ends the job non-zero" test $code -ne 0 -a $code -ne 124
+check "within seconds" test $elapsed -lt 30
+check "with that rank's message" grep -q "spillway: error: rank [01]: .*memory cap exceeded" "$work/fault.txt"
+
+echo "$((total - failures)) passed, $failures failed"
+test $failures -eq 0
