@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs the default job (examples/quickstart.toml):
-# a small GPT on the fortunes corpus. Prints where its report is.
-# Today the trainer runs on one rank; the 2-rank pipeline with automatic plan and offload
-# replaces this job as those capabilities land (see README.md, "Where the project stands").
+# a small GPT on the fortunes corpus as a 2-rank pipeline, one stage per rank. Prints where
+# its report, trace and timeline are. Offload joins the default job when the offload engine
+# lands (see README.md, "Where the project stands").
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(dirname "$here")
@@ -14,5 +14,10 @@ if [ "$(id -u)" -eq 0 ]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
 out=${SPILLWAY_OUT:-runs/quickstart}
-build/release/runtime/spillway train examples/quickstart.toml --set "output.dir=$out"
-echo "report: $root/$out/report.json"
+# One thread per rank: the two ranks share this node's cores.
+threads=$(( $(nproc) / 2 > 0 ? $(nproc) / 2 : 1 ))
+mpiexec -n 2 --oversubscribe -x OMP_NUM_THREADS=$threads \
+  build/release/runtime/spillway train examples/quickstart.toml --set "output.dir=$out"
+echo "report:   $root/$out/report.json"
+echo "trace:    $root/$out/trace.json (open in https://ui.perfetto.dev)"
+echo "timeline: $root/$out/timeline.svg"

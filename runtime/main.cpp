@@ -3,6 +3,8 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <exception>
+#include <string>
 
 #include "runtime/train_command.hpp"
 #include "runtime/version.hpp"
@@ -60,7 +62,14 @@ int main(int argc, char** argv) {
   MpiSession mpi(argc, argv);
   spw::Status status;
   spw::FailureScope scope = spw::FailureScope::all_ranks;
-  if (train_app->parsed()) status = spw::run_train_command(train, MPI_COMM_WORLD, scope);
+  try {
+    if (train_app->parsed()) status = spw::run_train_command(train, MPI_COMM_WORLD, scope);
+  } catch (const std::exception& e) {
+    // The library reports failures as Status; what still escapes (bad_alloc from a
+    // container, say) is this rank's alone.
+    status = spw::error(spw::StatusCode::internal, std::string("unexpected exception: ") + e.what());
+    scope = spw::FailureScope::this_rank;
+  }
   if (status.ok()) return 0;
   if (scope == spw::FailureScope::this_rank && mpi.size() > 1) {
     // Peers may be blocked waiting on this rank: end the whole job now, not at a timeout.

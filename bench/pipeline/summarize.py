@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""Collects pipeline report.json files into OUT.json and prints the README table.
+
+usage: summarize.py OUT.json REPORT.json...
+Per (schedule, m): medians over repeats of the measured iteration time and bubble (each run's
+own figures are medians over its steps after the first) and of the simulator's prediction.
+Closed forms for P ranks, m microbatches, v chunks, with equal stages:
+  GPipe, 1F1B: (P-1)/(m+P-1); interleaved: (P-1)/(v*m+P-1);
+  ZB-H1 (F = B = W): a third of 1F1B's idle time, (P-1)/3 / (m + (P-1)/3).
+"""
+import json
+import os
+import statistics
+import sys
+
+
+def closed_form(schedule, P, m, v):
+    if schedule == "interleaved-1f1b":
+        return (P - 1) / (v * m + P - 1)
+    if schedule == "zb-h1":
+        idle = (P - 1) / 3
+        return idle / (m + idle)
+    return (P - 1) / (m + P - 1)
+
+
+def main():
+    out, reports = sys.argv[1], sys.argv[2:]
+    groups = {}
+    for path in reports:
+        report = json.load(open(path))
+        layout = report["pipeline"]["layout"]
+        key = (layout["schedule"], layout["microbatches_per_replica"])
+        groups.setdefault(key, []).append(report)
+    rows = []
+    order = ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1"]
+    for (schedule, m), runs in sorted(groups.items(), key=lambda kv: (kv[0][1], order.index(kv[0][0]))):
+        layout = runs[0]["pipeline"]["layout"]
+        P, v = layout["pipeline_ranks"], layout["chunks"]
+        measured = [r["pipeline"]["measured"] for r in runs]
+        predicted = [r["pipeline"]["predicted"] for r in runs]
+        rows.append({
+            "schedule": schedule, "P": P, "m": m, "v": v, "runs": len(runs),
+            "iteration_s": statistics.median(x["iteration_seconds"] for x in measured),
+            "bubble": statistics.median(x["bubble_fraction"] for x in measured),
+            "predicted_iteration_s": statistics.median(x["iteration_seconds"] for x in predicted),
+            "predicted_bubble": statistics.median(x["bubble_fraction"] for x in predicted),
+            "closed_form_bubble": closed_form(schedule, P, m, v),
+            "tokens_per_s": statistics.median(r["throughput"]["median"] for r in runs),
+        })
+    tmp = out + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(rows, f, indent=1)
+    os.replace(tmp, out)
+    print("| schedule | m | iteration (ms) | simulator (ms) | bubble | simulator | closed form | tokens/s |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for row in rows:
+        print(f"| {row['schedule']} | {row['m']} | {1e3 * row['iteration_s']:.0f} | "
+              f"{1e3 * row['predicted_iteration_s']:.0f} | {100 * row['bubble']:.1f}% | "
+              f"{100 * row['predicted_bubble']:.1f}% | {100 * row['closed_form_bubble']:.1f}% | "
+              f"{row['tokens_per_s']:.0f} |")
+
+
+if __name__ == "__main__":
+    main()
