@@ -92,6 +92,9 @@ class PipelineExecutor {
   std::size_t model_parameter_count() const { return model_parameters_; }
 
   std::vector<NamedParameter> local_parameters();
+  Optimizer& optimizer() { return *optimizer_; }
+  // For resuming from a checkpoint: the step count the next run_step continues from.
+  void set_steps_done(std::int64_t steps) { step_ = steps; }
   const std::vector<TraceEvent>& trace_events() const { return trace_; }
   const std::vector<RankStepMetrics>& step_metrics() const { return metrics_; }
   const std::vector<ChunkTiming>& chunk_timings() const { return timings_; }
