@@ -447,7 +447,7 @@ Status PipelineExecutor::reduce_grads(int chunk) {
     for (auto& p : chunks_[static_cast<std::size_t>(chunk)]->parameters()) {
       bytes += static_cast<std::int64_t>(p.grad->bytes());
     }
-    record(TraceTrack::communication, sched::Instruction::reduce_grads(chunk), bytes, start, start);
+    record(TraceTrack::collective, sched::Instruction::reduce_grads(chunk), bytes, start, start);
     reduce_events_.push_back(trace_.size() - 1);
   }
   return Status::success();

@@ -15,6 +15,7 @@ const char* trace_track_name(TraceTrack track) {
     case TraceTrack::compute: return "compute";
     case TraceTrack::communication: return "communication";
     case TraceTrack::offload: return "offload";
+    case TraceTrack::collective: return "collective";
   }
   return "unknown";
 }
@@ -24,8 +25,8 @@ namespace {
 using sched::Op;
 using nlohmann::json;
 
-constexpr std::array<TraceTrack, 3> kTracks{TraceTrack::compute, TraceTrack::communication,
-                                            TraceTrack::offload};
+constexpr std::array<TraceTrack, 4> kTracks{TraceTrack::compute, TraceTrack::communication,
+                                            TraceTrack::collective, TraceTrack::offload};
 
 // A NaN or infinity would turn into null in the JSON and poison every coordinate of the SVG,
 // so one bad clock reading costs one event its place, not the whole file its validity.
@@ -93,16 +94,17 @@ namespace {
 // Geometry of the SVG in pixels; a rank's rows are a compute bar and two thin rows under it.
 constexpr double kWidth = 1200, kLeft = 90, kRight = 20, kPlotWidth = kWidth - kLeft - kRight;
 constexpr double kTop = 72, kComputeHeight = 22, kThinHeight = 8, kRowGap = 2, kRankGap = 12;
-constexpr double kRankPitch = kComputeHeight + 2 * (kRowGap + kThinHeight) + kRankGap;
+constexpr double kRankPitch = kComputeHeight + 3 * (kRowGap + kThinHeight) + kRankGap;
 constexpr double kLegendEntryWidth = 120;
 
 double track_offset(TraceTrack track) {
   switch (track) {
     case TraceTrack::compute: return 0;
     case TraceTrack::communication: return kComputeHeight + kRowGap;
+    case TraceTrack::collective: return kComputeHeight + 2 * kRowGap + kThinHeight;
     case TraceTrack::offload: break;
   }
-  return kComputeHeight + 2 * kRowGap + kThinHeight;
+  return kComputeHeight + 3 * kRowGap + 2 * kThinHeight;
 }
 double track_height(TraceTrack track) {
   return track == TraceTrack::compute ? kComputeHeight : kThinHeight;

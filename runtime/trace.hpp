@@ -16,8 +16,10 @@
 namespace spw {
 
 // Rows a rank's events are drawn on: overlapping transfers would hide compute on one row.
-enum class TraceTrack : std::uint8_t { compute, communication, offload };
-const char* trace_track_name(TraceTrack track);  // "compute", "communication", "offload"
+// Point-to-point transfers and the data-parallel all-reduce get separate tracks because they
+// overlap in time: one track each keeps every track's slices properly nested for Perfetto.
+enum class TraceTrack : std::uint8_t { compute, communication, offload, collective };
+const char* trace_track_name(TraceTrack track);  // "compute", "communication", ...
 
 struct TraceEvent {
   int rank = 0;                    // world rank (Chrome trace pid)

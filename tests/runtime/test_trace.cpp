@@ -137,8 +137,9 @@ TEST(ChromeTrace, NamesEveryRankAndTrackEvenWithoutEvents) {
   }
   const std::map<int, std::string> expected{{0, "rank 0"}, {1, "rank 1"}, {2, "rank 2"}};
   EXPECT_EQ(processes, expected);
-  EXPECT_EQ(threads.size(), 9u);
-  EXPECT_TRUE(threads.count({2, 0}) && threads.count({2, 1}) && threads.count({2, 2}));
+  EXPECT_EQ(threads.size(), 12u);  // 3 ranks x 4 tracks
+  EXPECT_TRUE(threads.count({2, 0}) && threads.count({2, 1}) && threads.count({2, 2}) &&
+              threads.count({2, 3}));
 }
 
 TEST(ChromeTrace, TopLevelFieldsAndARankPastMetaStillNamed) {
