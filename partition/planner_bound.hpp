@@ -1,0 +1,58 @@
+// Lower bounds on what the simulator will say, cheap enough to compute for every candidate
+// the planner considers, so it simulates only candidates that could still win.
+//
+// A schedule's facts are what the bounds need from its lists, independent of costs: how
+// many stashes each chunk holds at most, which chunk runs the rank's last BackwardInput and
+// how many W passes may still follow it. From generated lists they are exact; for shapes too
+// large to generate cheaply the planner estimates them from the generators' documented
+// closed forms (and then claims no exactness).
+//
+// The time bound, per replica, is the largest of three chains no schedule can shorten
+// (the simulator's times only grow with costs, and each chain is a sequence of dependent
+// steps): for each rank r,
+//   start_r + its compute + the reduce of its last-reduced chunk + the optimizer step,
+//   start_r + its compute up to the gradient of its last B leaving + that gradient's way
+//     down to stage 0 (B, and W where fused, plus transfers) + the optimizer step,
+// where start_r is microbatch 0's forward reaching the rank; and one microbatch's forward
+// through every stage and backward all the way down. With equal stages and free links the
+// bound equals the simulator's time for every generator (the closed forms of README.md).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "partition/schedule.hpp"
+#include "partition/simulator.hpp"
+
+namespace spw::sched {
+
+struct ScheduleFacts {
+  int ranks = 1, chunks = 1, microbatches = 1;
+  bool fused = true;          // every B is followed at once by its W (and the send after it)
+  bool measured = true;       // from generated lists; false: estimated from closed forms
+  std::vector<int> max_live;  // [rank * chunks + chunk], stashes alive at once
+  std::vector<int> w_after;   // [rank * chunks + chunk], W passes after the last B's gradient left
+  std::vector<int> last_b_chunk;  // [rank]
+  std::vector<int> last_w_chunk;  // [rank]
+};
+
+ScheduleFacts schedule_facts(const Schedule& schedule);
+ScheduleFacts estimated_facts(std::string_view schedule, int ranks, int chunks, int microbatches);
+
+// act_links[s] carries stage s's output to stage s + 1 and grad_links[s] the gradient back
+// (S - 1 entries each; with one pipeline rank both are free).
+double iteration_lower_bound(const ScheduleFacts& facts, const std::vector<StageCost>& stages,
+                             const std::vector<Link>& act_links,
+                             const std::vector<Link>& grad_links, double optimizer_step_s);
+
+// Parameters, gradients and optimizer state of the rank's stages plus the largest stash
+// total any single chunk reaches: the simulator's peak is never below this.
+std::int64_t memory_lower_bound(const ScheduleFacts& facts, const std::vector<StageCost>& stages,
+                                int rank);
+// What the closed-form path reports as the peak: every chunk at its most stashes at once
+// plus one activation and one gradient buffer in and out per chunk; at least the bound.
+std::int64_t memory_estimate(const ScheduleFacts& facts, const std::vector<StageCost>& stages,
+                             int rank);
+
+}  // namespace spw::sched

@@ -1,0 +1,260 @@
+#include "partition/planner_cost.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "partition/generators.hpp"
+
+namespace spw::sched {
+
+namespace {
+
+Status bad(const std::string& message) { return error(StatusCode::invalid_argument, message); }
+
+std::size_t index(int i) { return static_cast<std::size_t>(i); }
+
+bool same_links(const CostModel& a, const CostModel& b) {
+  if (a.links.size() != b.links.size()) return false;
+  for (std::size_t i = 0; i < a.links.size(); ++i)
+    if (a.links[i].bandwidth_bytes_per_s != b.links[i].bandwidth_bytes_per_s ||
+        a.links[i].latency_s != b.links[i].latency_s)
+      return false;
+  return true;
+}
+
+// The fastest link anywhere: no ring can do better than every step on it.
+Link fastest_link(const RankTopology& topology) {
+  Link best{0, std::numeric_limits<double>::infinity()};
+  for (int from = 0; from < topology.ranks; ++from)
+    for (int to = 0; to < topology.ranks; ++to)
+      if (from != to) {
+        best.bandwidth_bytes_per_s =
+            std::max(best.bandwidth_bytes_per_s, topology.link(from, to).bandwidth_bytes_per_s);
+        best.latency_s = std::min(best.latency_s, topology.link(from, to).latency_s);
+      }
+  return best;
+}
+
+}  // namespace
+
+StageCost BlockSums::stage(StageRange r) const {
+  const auto a = index(r.first), b = index(r.last + 1);
+  StageCost c;
+  c.forward_s = forward[b] - forward[a];
+  c.backward_input_s = backward_input[b] - backward_input[a];
+  c.backward_weight_s = backward_weight[b] - backward_weight[a];
+  c.activation_bytes = activation[index(r.last)];
+  c.stash_bytes = stash[b] - stash[a];
+  c.parameter_bytes = parameter[b] - parameter[a];
+  c.gradient_bytes = gradient[b] - gradient[a];
+  c.optimizer_state_bytes = optimizer_state[b] - optimizer_state[a];
+  return c;
+}
+
+std::int64_t BlockSums::resident_bytes(StageRange r) const {
+  const auto a = index(r.first), b = index(r.last + 1);
+  return parameter[b] - parameter[a] + gradient[b] - gradient[a] + optimizer_state[b] -
+         optimizer_state[a];
+}
+
+BlockSums scale_blocks(const ModelProfile& profile, std::int64_t samples) {
+  const double k = static_cast<double>(samples) / static_cast<double>(profile.microbatch_samples);
+  const auto scaled = [k](std::int64_t bytes) {
+    return static_cast<std::int64_t>(std::llround(static_cast<double>(bytes) * k));
+  };
+  BlockSums s;
+  s.optimizer_step_s = profile.optimizer_step_s;
+  for (auto* v : {&s.forward, &s.backward_input, &s.backward_weight}) v->assign(1, 0.0);
+  for (auto* v : {&s.stash, &s.parameter, &s.gradient, &s.optimizer_state}) v->assign(1, 0);
+  for (const BlockProfile& b : profile.blocks) {
+    s.forward.push_back(s.forward.back() + b.forward_s * k);
+    s.backward_input.push_back(s.backward_input.back() + b.backward_input_s * k);
+    s.backward_weight.push_back(s.backward_weight.back() + b.backward_weight_s * k);
+    s.stash.push_back(s.stash.back() + scaled(b.stash_bytes));
+    s.parameter.push_back(s.parameter.back() + b.parameter_bytes);
+    s.gradient.push_back(s.gradient.back() + b.gradient_bytes);
+    s.optimizer_state.push_back(s.optimizer_state.back() + b.optimizer_state_bytes);
+    s.activation.push_back(scaled(b.activation_bytes));
+  }
+  return s;
+}
+
+Ring::Ring(const RankTopology& topology, const std::vector<int>& ranks)
+    : size_(static_cast<double>(ranks.size())) {
+  if (ranks.size() < 2) return;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    const Link& l = topology.link(ranks[i], ranks[(i + 1) % ranks.size()]);
+    // A link no slower in latency and bandwidth than a kept one never sets the step time.
+    const auto covers = [](const Link& a, const Link& b) {
+      return a.latency_s >= b.latency_s && a.bandwidth_bytes_per_s <= b.bandwidth_bytes_per_s;
+    };
+    if (std::any_of(slowest_.begin(), slowest_.end(), [&](const Link& k) { return covers(k, l); }))
+      continue;
+    std::erase_if(slowest_, [&](const Link& k) { return covers(l, k); });
+    slowest_.push_back(l);
+  }
+}
+
+double Ring::seconds(std::int64_t bytes) const {
+  if (slowest_.empty()) return 0;
+  double step = 0;
+  for (const Link& l : slowest_)
+    step = std::max(step, l.latency_s + static_cast<double>(bytes) / (size_ * l.bandwidth_bytes_per_s));
+  return 2 * (size_ - 1) * step;
+}
+
+Status check_layout(const ModelProfile& profile, const RankTopology& topology,
+                    const PipelineLayout& l) {
+  const auto field = [](const char* name, int value) {
+    return bad(std::string("layout: ") + name + " = " + std::to_string(value) + " must be >= 1");
+  };
+  if (l.pipeline_ranks < 1) return field("pipeline_ranks (P)", l.pipeline_ranks);
+  if (l.replicas < 1) return field("replicas (R)", l.replicas);
+  if (l.chunks < 1) return field("chunks (v)", l.chunks);
+  if (l.microbatches < 1) return field("microbatches (m)", l.microbatches);
+  if (l.microbatch_samples < 1)
+    return bad("layout: microbatch_samples = " + std::to_string(l.microbatch_samples) +
+               " must be >= 1");
+  if (l.pipeline_ranks * l.replicas != topology.ranks)
+    return bad("layout: P * R = " + std::to_string(l.pipeline_ranks) + " * " +
+               std::to_string(l.replicas) + " must equal the topology's " +
+               std::to_string(topology.ranks) + " ranks (every rank is used)");
+  const int S = l.pipeline_ranks * l.chunks;
+  if (static_cast<int>(l.stages.size()) != S)
+    return bad("layout: " + std::to_string(l.stages.size()) + " stage ranges for P * v = " +
+               std::to_string(S) + " stages");
+  int next = 0;
+  for (int s = 0; s < S; ++s) {
+    const StageRange r = l.stages[index(s)];
+    if (r.first != next || r.last < r.first)
+      return bad("layout: stage " + std::to_string(s) + " covers blocks " +
+                 std::to_string(r.first) + ".." + std::to_string(r.last) +
+                 "; it must be non-empty and start at block " + std::to_string(next));
+    next = r.last + 1;
+  }
+  if (next != static_cast<int>(profile.blocks.size()))
+    return bad("layout: the stages cover blocks 0.." + std::to_string(next - 1) + " of " +
+               std::to_string(profile.blocks.size()));
+  if (static_cast<int>(l.world_rank.size()) != topology.ranks)
+    return bad("layout: world_rank has " + std::to_string(l.world_rank.size()) +
+               " entries for " + std::to_string(topology.ranks) + " ranks");
+  std::vector<bool> used(index(topology.ranks), false);
+  for (int w : l.world_rank) {
+    if (w < 0 || w >= topology.ranks || used[index(w)])
+      return bad("layout: world_rank must be a permutation of 0.." +
+                 std::to_string(topology.ranks - 1) + "; " + std::to_string(w) +
+                 " is out of range or repeated");
+    used[index(w)] = true;
+  }
+  const auto names = schedule_names();
+  if (std::find(names.begin(), names.end(), l.schedule) == names.end())
+    return error(StatusCode::not_found, "layout: unknown schedule '" + l.schedule + "'");
+  return Status::success();
+}
+
+std::vector<StageCost> stage_costs(const BlockSums& blocks, const RankTopology& topology,
+                                   const PipelineLayout& l, bool ideal) {
+  const int P = l.pipeline_ranks;
+  const double R = l.replicas;
+  const Link best = ideal ? fastest_link(topology) : Link{};
+  std::vector<StageCost> out;
+  out.reserve(l.stages.size());
+  std::vector<Ring> rings;
+  if (l.replicas > 1 && !ideal)
+    for (int p = 0; p < P; ++p) {
+      std::vector<int> ring;
+      for (int j = 0; j < l.replicas; ++j) ring.push_back(l.world_rank_of(j, p));
+      rings.emplace_back(topology, ring);
+    }
+  for (std::size_t s = 0; s < l.stages.size(); ++s) {
+    StageCost sc = blocks.stage(l.stages[s]);
+    if (l.replicas < 2) {
+      sc.reduce_grads_s = 0;
+    } else if (ideal) {
+      sc.reduce_grads_s =
+          2 * (R - 1) *
+          (best.latency_s + static_cast<double>(sc.gradient_bytes) / (R * best.bandwidth_bytes_per_s));
+    } else {
+      sc.reduce_grads_s = rings[s % index(P)].seconds(sc.gradient_bytes);
+    }
+    out.push_back(sc);
+  }
+  return out;
+}
+
+double optimizer_step_s(const BlockSums& blocks, const PipelineLayout& l) {
+  std::vector<std::int64_t> rank_params(index(l.pipeline_ranks), 0);
+  for (std::size_t s = 0; s < l.stages.size(); ++s)
+    rank_params[s % rank_params.size()] +=
+        blocks.parameter[index(l.stages[s].last + 1)] - blocks.parameter[index(l.stages[s].first)];
+  const std::int64_t total = blocks.parameter.back();
+  const std::int64_t most = *std::max_element(rank_params.begin(), rank_params.end());
+  // Without parameters the step is bookkeeping only: split it evenly.
+  return total > 0 ? blocks.optimizer_step_s * static_cast<double>(most) / static_cast<double>(total)
+                   : blocks.optimizer_step_s / l.pipeline_ranks;
+}
+
+CostModel cost_model(const BlockSums& blocks, const RankTopology& topology,
+                     const PipelineLayout& l, int replica, bool ideal) {
+  const int P = l.pipeline_ranks;
+  CostModel c;
+  c.stages = stage_costs(blocks, topology, l, ideal);
+  c.optimizer_step_s = optimizer_step_s(blocks, l);
+  if (!ideal && P > 1) {
+    c.links.resize(index(P * P));
+    for (int from = 0; from < P; ++from)
+      for (int to = 0; to < P; ++to)
+        if (from != to)
+          c.links[index(from * P + to)] =
+              topology.link(l.world_rank_of(replica, from), l.world_rank_of(replica, to));
+  }
+  return c;
+}
+
+Result<CostModel> make_cost_model(const ModelProfile& profile, const RankTopology& topology,
+                                  const PipelineLayout& layout, int replica) {
+  SPW_TRY(check_profile(profile));
+  SPW_TRY(check_topology(topology));
+  SPW_TRY(check_layout(profile, topology, layout));
+  if (replica < 0 || replica >= layout.replicas)
+    return bad("cost model: replica " + std::to_string(replica) + " is not in [0, " +
+               std::to_string(layout.replicas) + ")");
+  return cost_model(scale_blocks(profile, layout.microbatch_samples), topology, layout, replica);
+}
+
+Result<Prediction> predict(const Schedule& schedule, const BlockSums& blocks,
+                           const RankTopology& topology, const PipelineLayout& layout,
+                           bool ideal) {
+  Prediction out;
+  out.peak_memory_bytes.assign(index(layout.pipeline_ranks), 0);
+  std::vector<CostModel> seen;
+  for (int j = 0; j < (ideal ? 1 : layout.replicas); ++j) {
+    CostModel costs = cost_model(blocks, topology, layout, j, ideal);
+    if (std::any_of(seen.begin(), seen.end(),
+                    [&](const CostModel& c) { return same_links(c, costs); }))
+      continue;
+    SPW_ASSIGN_OR_RETURN(const Simulation sim, simulate(schedule, costs));
+    if (seen.empty() || sim.iteration_s > out.iteration_s) {
+      out.iteration_s = sim.iteration_s;
+      out.bubble_fraction = sim.bubble_fraction;
+    }
+    for (std::size_t p = 0; p < out.peak_memory_bytes.size(); ++p)
+      out.peak_memory_bytes[p] = std::max(out.peak_memory_bytes[p], sim.peak_memory_bytes[p]);
+    seen.push_back(std::move(costs));
+  }
+  return out;
+}
+
+Result<Prediction> predict(const ModelProfile& profile, const RankTopology& topology,
+                           const PipelineLayout& layout) {
+  SPW_TRY(check_profile(profile));
+  SPW_TRY(check_topology(topology));
+  SPW_TRY(check_layout(profile, topology, layout));
+  SPW_ASSIGN_OR_RETURN(const Schedule schedule,
+                       make_schedule(layout.schedule, {layout.pipeline_ranks, layout.microbatches,
+                                                       layout.chunks, layout.replicas > 1}));
+  return predict(schedule, scale_blocks(profile, layout.microbatch_samples), topology, layout);
+}
+
+}  // namespace spw::sched

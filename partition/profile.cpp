@@ -1,0 +1,171 @@
+#include "partition/profile.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+namespace spw::sched {
+
+namespace {
+
+using nlohmann::json;
+
+std::string number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
+
+Status bad(const std::string& message) { return error(StatusCode::invalid_argument, message); }
+
+Status check_seconds(const std::string& where, const char* key, double value) {
+  if (!std::isfinite(value) || value < 0)
+    return bad(where + key + " = " + number(value) + " must be a finite number of seconds >= 0");
+  return Status::success();
+}
+
+Status check_bytes(const std::string& where, const char* key, std::int64_t value) {
+  if (value < 0) return bad(where + key + " = " + std::to_string(value) + " must be >= 0");
+  return Status::success();
+}
+
+// nlohmann's accessors throw on a wrong type; these check first so nothing escapes.
+Result<const json*> member(const json& object, const char* key, const std::string& where) {
+  const auto it = object.find(key);
+  if (it == object.end())
+    return error(StatusCode::not_found, where + "missing key \"" + key + "\"");
+  return &*it;
+}
+
+Result<double> get_number(const json& object, const char* key, const std::string& where) {
+  SPW_ASSIGN_OR_RETURN(const json* value, member(object, key, where));
+  if (!value->is_number())
+    return bad(where + "\"" + key + "\" must be a number, got " + value->dump());
+  return value->get<double>();
+}
+
+Result<std::int64_t> get_integer(const json& object, const char* key, const std::string& where) {
+  SPW_ASSIGN_OR_RETURN(const json* value, member(object, key, where));
+  if (!value->is_number_integer())
+    return bad(where + "\"" + key + "\" must be an integer, got " + value->dump());
+  return value->get<std::int64_t>();
+}
+
+Result<std::string> get_string(const json& object, const char* key, const std::string& where) {
+  SPW_ASSIGN_OR_RETURN(const json* value, member(object, key, where));
+  if (!value->is_string())
+    return bad(where + "\"" + key + "\" must be a string, got " + value->dump());
+  return value->get<std::string>();
+}
+
+Result<BlockProfile> block_from_json(const json& object, const std::string& where) {
+  if (!object.is_object()) return bad(where + "must be an object, got " + object.dump());
+  BlockProfile b;
+  SPW_ASSIGN_OR_RETURN(b.name, get_string(object, "name", where));
+  SPW_ASSIGN_OR_RETURN(b.forward_s, get_number(object, "forward_s", where));
+  SPW_ASSIGN_OR_RETURN(b.backward_input_s, get_number(object, "backward_input_s", where));
+  SPW_ASSIGN_OR_RETURN(b.backward_weight_s, get_number(object, "backward_weight_s", where));
+  SPW_ASSIGN_OR_RETURN(b.stash_bytes, get_integer(object, "stash_bytes", where));
+  SPW_ASSIGN_OR_RETURN(b.activation_bytes, get_integer(object, "activation_bytes", where));
+  SPW_ASSIGN_OR_RETURN(b.parameter_bytes, get_integer(object, "parameter_bytes", where));
+  SPW_ASSIGN_OR_RETURN(b.gradient_bytes, get_integer(object, "gradient_bytes", where));
+  SPW_ASSIGN_OR_RETURN(b.optimizer_state_bytes,
+                       get_integer(object, "optimizer_state_bytes", where));
+  return b;
+}
+
+}  // namespace
+
+Status check_profile(const ModelProfile& profile) {
+  if (profile.blocks.empty()) return bad("profile: no blocks; a model needs at least one");
+  if (profile.microbatch_samples < 1)
+    return bad("profile: microbatch_samples = " + std::to_string(profile.microbatch_samples) +
+               " must be >= 1 (the samples each measured pass processed)");
+  if (profile.threads < 1)
+    return bad("profile: threads = " + std::to_string(profile.threads) + " must be >= 1");
+  SPW_TRY(check_seconds("profile: ", "optimizer_step_s", profile.optimizer_step_s));
+  for (std::size_t i = 0; i < profile.blocks.size(); ++i) {
+    const BlockProfile& b = profile.blocks[i];
+    const std::string where = "profile: block " + std::to_string(i) + " (" + b.name + ") ";
+    SPW_TRY(check_seconds(where, "forward_s", b.forward_s));
+    SPW_TRY(check_seconds(where, "backward_input_s", b.backward_input_s));
+    SPW_TRY(check_seconds(where, "backward_weight_s", b.backward_weight_s));
+    SPW_TRY(check_bytes(where, "stash_bytes", b.stash_bytes));
+    SPW_TRY(check_bytes(where, "activation_bytes", b.activation_bytes));
+    SPW_TRY(check_bytes(where, "parameter_bytes", b.parameter_bytes));
+    SPW_TRY(check_bytes(where, "gradient_bytes", b.gradient_bytes));
+    SPW_TRY(check_bytes(where, "optimizer_state_bytes", b.optimizer_state_bytes));
+  }
+  return Status::success();
+}
+
+std::string profile_to_json(const ModelProfile& profile) {
+  json blocks = json::array();
+  for (const BlockProfile& b : profile.blocks)
+    blocks.push_back({{"name", b.name},
+                      {"forward_s", b.forward_s},
+                      {"backward_input_s", b.backward_input_s},
+                      {"backward_weight_s", b.backward_weight_s},
+                      {"stash_bytes", b.stash_bytes},
+                      {"activation_bytes", b.activation_bytes},
+                      {"parameter_bytes", b.parameter_bytes},
+                      {"gradient_bytes", b.gradient_bytes},
+                      {"optimizer_state_bytes", b.optimizer_state_bytes}});
+  const json out = {{"model", profile.model},
+                    {"microbatch_samples", profile.microbatch_samples},
+                    {"threads", profile.threads},
+                    {"optimizer_step_s", profile.optimizer_step_s},
+                    {"blocks", std::move(blocks)}};
+  return out.dump(2) + "\n";
+}
+
+Result<ModelProfile> profile_from_json(std::string_view text, const std::string& source) {
+  const json root = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) return bad(source + ": not valid JSON");
+  if (!root.is_object()) return bad(source + ": the top level must be an object");
+  const std::string where = source + ": ";
+  ModelProfile profile;
+  if (root.contains("model")) {
+    SPW_ASSIGN_OR_RETURN(profile.model, get_string(root, "model", where));
+  }
+  SPW_ASSIGN_OR_RETURN(profile.microbatch_samples, get_integer(root, "microbatch_samples", where));
+  SPW_ASSIGN_OR_RETURN(const std::int64_t threads, get_integer(root, "threads", where));
+  if (threads < 1 || threads > 1 << 20)
+    return bad(where + "threads = " + std::to_string(threads) + " must be in [1, 2^20]");
+  profile.threads = static_cast<int>(threads);
+  if (root.contains("optimizer_step_s")) {
+    SPW_ASSIGN_OR_RETURN(profile.optimizer_step_s, get_number(root, "optimizer_step_s", where));
+  }
+  SPW_ASSIGN_OR_RETURN(const json* blocks, member(root, "blocks", where));
+  if (!blocks->is_array()) return bad(where + "\"blocks\" must be an array");
+  for (std::size_t i = 0; i < blocks->size(); ++i) {
+    SPW_ASSIGN_OR_RETURN(BlockProfile block,
+                         block_from_json((*blocks)[i], where + "block " + std::to_string(i) + ": "));
+    profile.blocks.push_back(std::move(block));
+  }
+  const Status checked = check_profile(profile);
+  if (!checked.ok()) return checked.with_context(source);
+  return profile;
+}
+
+Result<ModelProfile> read_profile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return error(StatusCode::io_error, "cannot open profile " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return profile_from_json(text.str(), path);
+}
+
+Status write_profile(const std::string& path, const ModelProfile& profile) {
+  SPW_TRY(check_profile(profile));
+  std::ofstream out(path);
+  out << profile_to_json(profile);
+  if (!out.flush()) return error(StatusCode::io_error, "cannot write profile " + path);
+  return Status::success();
+}
+
+}  // namespace spw::sched

@@ -1,0 +1,57 @@
+// What the planner knows about a model: per block (a contiguous unit the planner never
+// splits, e.g. one transformer layer) the time of each pass and the bytes it holds, measured
+// on one rank for one microbatch of `microbatch_samples` samples with `threads` threads.
+// `spillway profile` fills this on the node; the planner reads it as profile.json.
+//
+// Scaling assumption: the planner picks its own microbatch size, and scales every time and
+// the per-microbatch bytes (stash, activation) linearly in samples; parameter, gradient and
+// optimizer-state bytes do not depend on the batch. Linear holds when a block's passes are
+// large GEMMs; for tiny microbatches, where per-call overhead dominates, it is optimistic.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/status.hpp"
+
+namespace spw::sched {
+
+struct BlockProfile {
+  std::string name;
+  double forward_s = 0;
+  double backward_input_s = 0;   // gradient w.r.t. the block's input
+  double backward_weight_s = 0;  // gradient w.r.t. its parameters
+  std::int64_t stash_bytes = 0;       // kept from forward until the weight gradient
+  std::int64_t activation_bytes = 0;  // its output, what crosses a stage boundary after it
+  std::int64_t parameter_bytes = 0;
+  std::int64_t gradient_bytes = 0;
+  std::int64_t optimizer_state_bytes = 0;
+};
+
+struct ModelProfile {
+  std::string model;  // free text, e.g. the job's model name
+  std::vector<BlockProfile> blocks;
+  std::int64_t microbatch_samples = 1;  // the samples each measurement above processed
+  int threads = 1;                      // per rank, while measuring
+  // One optimizer step over all parameters; a rank holding a fraction of them takes that
+  // fraction. Does not scale with samples.
+  double optimizer_step_s = 0;
+};
+
+// invalid_argument naming the first bad value: no blocks, microbatch_samples or threads < 1,
+// a time that is negative or not finite, a negative byte count.
+Status check_profile(const ModelProfile& profile);
+
+// The profile.json format: {"model": "...", "microbatch_samples": 4, "threads": 2,
+// "optimizer_step_s": 0.01, "blocks": [{"name": "embed", "forward_s": ..., every field of
+// BlockProfile}]}. Every block key is required; "model" and "optimizer_step_s" are optional.
+std::string profile_to_json(const ModelProfile& profile);
+// `source` names the text in errors (a path, or "profile"); the result is also checked.
+Result<ModelProfile> profile_from_json(std::string_view text, const std::string& source);
+
+Result<ModelProfile> read_profile(const std::string& path);
+Status write_profile(const std::string& path, const ModelProfile& profile);
+
+}  // namespace spw::sched

@@ -1,0 +1,316 @@
+// The planner against exhaustive search on small random cases, and its behaviour where the
+// answer is known: memory caps, topology-aware mapping, errors, and the bound it prunes with.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "partition/generators.hpp"
+#include "partition/planner.hpp"
+#include "partition/planner_bound.hpp"
+#include "partition/planner_split.hpp"
+
+namespace spw::sched {
+namespace {
+
+ModelProfile random_profile(std::mt19937_64& rng, int blocks) {
+  std::uniform_real_distribution<double> time(0.05, 1.0);
+  std::uniform_int_distribution<std::int64_t> bytes(1, 64);
+  ModelProfile p;
+  p.microbatch_samples = std::uniform_int_distribution<int>(1, 2)(rng);
+  p.optimizer_step_s = std::uniform_int_distribution<int>(0, 1)(rng) * time(rng);
+  for (int i = 0; i < blocks; ++i) {
+    BlockProfile b;
+    b.name = "block" + std::to_string(i);
+    b.forward_s = time(rng);
+    b.backward_input_s = time(rng);
+    b.backward_weight_s = time(rng) * std::uniform_int_distribution<int>(0, 1)(rng);
+    b.stash_bytes = bytes(rng) << 20;
+    b.activation_bytes = bytes(rng) << 20;
+    b.parameter_bytes = bytes(rng) << 20;
+    b.gradient_bytes = b.parameter_bytes;
+    b.optimizer_state_bytes = 2 * b.parameter_bytes;
+    p.blocks.push_back(b);
+  }
+  return p;
+}
+
+// Random directed bandwidths and latencies over 1..max_ranks ranks: transfers cost from
+// about as much as a pass to much less.
+RankTopology random_topology(std::mt19937_64& rng, int ranks) {
+  std::uniform_real_distribution<double> log_bw(std::log(2e7), std::log(2e9));
+  std::uniform_real_distribution<double> latency(0, 0.05);
+  RankTopology t;
+  t.ranks = ranks;
+  for (int r = 0; r < ranks; ++r) t.node_of.push_back(r);
+  for (int a = 0; a < ranks; ++a)
+    for (int b = 0; b < ranks; ++b)
+      t.links.push_back(a == b ? Link{} : Link{std::exp(log_bw(rng)), latency(rng)});
+  return t;
+}
+
+struct Best {
+  double iteration_s = std::numeric_limits<double>::infinity();
+  std::int64_t smallest_peak = std::numeric_limits<std::int64_t>::max();
+  int evaluated = 0;
+};
+
+// Every point of the planner's search space, each simulated: the reference.
+Best brute_force(const PlanRequest& q) {
+  Best best;
+  const int N = q.topology.ranks, n = static_cast<int>(q.profile.blocks.size());
+  const std::int64_t cap = q.memory_cap_bytes.value_or(std::numeric_limits<std::int64_t>::max());
+  std::vector<int> identity(static_cast<std::size_t>(N));
+  std::iota(identity.begin(), identity.end(), 0);
+  for (int P = 1; P <= N; ++P) {
+    if (N % P || q.global_batch % (N / P)) continue;
+    const int R = N / P;
+    for (const std::string& name : q.schedules) {
+      const bool interleaved = name == "interleaved-1f1b";
+      for (int v = interleaved ? 2 : 1; v <= (interleaved ? q.limits.max_chunks : 1); ++v)
+        for (int m = 1; m <= q.limits.max_microbatches; ++m) {
+          if ((q.global_batch / R) % m || (interleaved && m % P) || P * v > n) continue;
+          PipelineLayout l;
+          l.schedule = name;
+          l.pipeline_ranks = P, l.replicas = R, l.chunks = v, l.microbatches = m;
+          l.microbatch_samples = q.global_batch / R / m;
+          const auto schedule = make_schedule(name, {P, m, v, R > 1});
+          EXPECT_TRUE(schedule.ok()) << schedule.status().message();
+          const BlockSums blocks = scale_blocks(q.profile, l.microbatch_samples);
+          for (const auto& stages : all_partitions(n, P * v, 1 << 30)) {
+            l.stages = stages;
+            std::vector<int> world = identity;
+            do {
+              l.world_rank = world;
+              const auto p = predict(*schedule, blocks, q.topology, l);
+              EXPECT_TRUE(p.ok()) << p.status().message();
+              ++best.evaluated;
+              const std::int64_t peak =
+                  *std::max_element(p->peak_memory_bytes.begin(), p->peak_memory_bytes.end());
+              best.smallest_peak = std::min(best.smallest_peak, peak);
+              if (peak <= cap) best.iteration_s = std::min(best.iteration_s, p->iteration_s);
+            } while (std::next_permutation(world.begin(), world.end()));
+          }
+        }
+    }
+  }
+  return best;
+}
+
+TEST(Planner, EqualsExhaustiveSearchOnRandomSmallCases) {
+  std::mt19937_64 rng(20261124);
+  int capped = 0, infeasible = 0, simulations = 0, evaluated = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    PlanRequest q;
+    const int ranks = std::uniform_int_distribution<int>(1, 4)(rng);
+    q.profile = random_profile(rng, std::uniform_int_distribution<int>(1, 8)(rng));
+    q.topology = random_topology(rng, ranks);
+    q.global_batch = std::vector<int>{1, 2, 4, 6, 8, 12, 16}[std::uniform_int_distribution<int>(0, 6)(rng)];
+    q.limits.max_microbatches = trial % 2 ? 4 : 8;
+    q.limits.max_chunks = std::uniform_int_distribution<int>(2, 3)(rng);
+    if (trial % 5 == 0) q.schedules = {"1f1b", "zb-h1"};
+    const Best unconstrained = brute_force(q);
+    // A third of the cases get a cap between the smallest peak and twice it.
+    if (trial % 3 == 1) {
+      q.memory_cap_bytes = unconstrained.smallest_peak +
+                           std::uniform_int_distribution<std::int64_t>(
+                               -unconstrained.smallest_peak / 8, unconstrained.smallest_peak)(rng);
+      ++capped;
+    }
+    const Best reference = trial % 3 == 1 ? brute_force(q) : unconstrained;
+    evaluated += reference.evaluated;
+    const auto plan = make_plan(q);
+    const std::string what = "trial " + std::to_string(trial) + ": " +
+                             std::to_string(q.profile.blocks.size()) + " blocks, " +
+                             std::to_string(ranks) + " ranks, batch " +
+                             std::to_string(q.global_batch);
+    if (reference.evaluated == 0) {  // no P divides the ranks with R dividing the batch
+      EXPECT_EQ(plan.status().code(), StatusCode::invalid_argument) << what;
+      continue;
+    }
+    if (std::isinf(reference.iteration_s)) {
+      ++infeasible;
+      ASSERT_FALSE(plan.ok()) << what;
+      EXPECT_EQ(plan.status().code(), StatusCode::memory_cap) << what;
+      continue;
+    }
+    ASSERT_TRUE(plan.ok()) << what << ": " << plan.status().message();
+    EXPECT_TRUE(plan->exact) << what << "\n" << plan->explanation;
+    EXPECT_NEAR(plan->iteration_s, reference.iteration_s, 1e-12 * reference.iteration_s)
+        << what << "\n" << plan->explanation;
+    // The plan is what it says: simulating its layout again gives its numbers.
+    const auto again = predict(q.profile, q.topology, *plan);
+    ASSERT_TRUE(again.ok()) << again.status().message();
+    EXPECT_EQ(again->iteration_s, plan->iteration_s) << what;
+    EXPECT_EQ(again->peak_memory_bytes, plan->peak_memory_bytes) << what;
+    for (std::int64_t peak : plan->peak_memory_bytes)
+      EXPECT_LE(peak, q.memory_cap_bytes.value_or(peak));
+    EXPECT_LE(plan->mapping_lower_bound_s, plan->iteration_s * (1 + 1e-12)) << what;
+    simulations += plan->simulations;
+  }
+  // The cases must exercise the cap, including caps nothing fits.
+  EXPECT_GT(capped, 50);
+  EXPECT_GT(infeasible, 0);
+  // Pruning is the point: far fewer simulations than exhaustive search.
+  EXPECT_LT(simulations * 5, evaluated);
+  std::printf("%d simulations by the planner against %d by exhaustive search\n", simulations,
+              evaluated);
+}
+
+ModelProfile uniform_profile(int blocks, std::int64_t parameter_bytes) {
+  ModelProfile p;
+  p.microbatch_samples = 1;
+  for (int i = 0; i < blocks; ++i)
+    p.blocks.push_back({"layer" + std::to_string(i), 1.0, 1.0, 1.0, 1 << 20, 1 << 20,
+                        parameter_bytes, parameter_bytes, 2 * parameter_bytes});
+  return p;
+}
+
+TEST(Planner, AMemoryCapForcesMoreStages) {
+  PlanRequest q;
+  q.profile = uniform_profile(8, 1 << 24);  // 64 MiB of state per block, 512 MiB in all
+  q.topology = *synthetic_topology(1, 4, {1e10, 1e-6}, {1e10, 1e-6});
+  q.global_batch = 8;
+  const auto free = make_plan(q);
+  ASSERT_TRUE(free.ok()) << free.status().message();
+  EXPECT_EQ(free->pipeline_ranks, 1) << free->explanation;  // data parallel has no bubble
+
+  q.memory_cap_bytes = std::int64_t{300} << 20;  // at most 4 blocks' state per rank
+  const auto capped = make_plan(q);
+  ASSERT_TRUE(capped.ok()) << capped.status().message();
+  EXPECT_GE(capped->pipeline_ranks, 2) << capped->explanation;
+  for (std::int64_t peak : capped->peak_memory_bytes) EXPECT_LE(peak, *q.memory_cap_bytes);
+  EXPECT_GT(capped->iteration_s, free->iteration_s);
+}
+
+TEST(Planner, AnImpossibleCapSaysTheSmallestPeakAndWhatToChange) {
+  PlanRequest q;
+  q.profile = uniform_profile(8, 1 << 24);
+  q.topology = *synthetic_topology(1, 4, {1e10, 1e-6}, {1e10, 1e-6});
+  q.global_batch = 8;
+  q.memory_cap_bytes = std::int64_t{100} << 20;  // less than two blocks' state
+  const auto plan = make_plan(q);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), StatusCode::memory_cap);
+  const std::string& text = plan.status().message();
+  EXPECT_NE(text.find("memory cap of 0.0977 GiB (104857600 bytes)"), std::string::npos) << text;
+  // Two blocks per rank at P = 4 (128 MiB of state), m = 8 microbatches of one sample:
+  // rank 0 holds 4 stashes of 2 MiB plus an activation being sent and a gradient received.
+  EXPECT_NE(text.find("the smallest peak found is 0.135 GiB (144703488 bytes) on pipeline rank 0 "
+                      "(P=4 R=1 1f1b m=8)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("use more ranks, smaller microbatches"), std::string::npos) << text;
+  EXPECT_NE(text.find("a larger cap, or offload"), std::string::npos) << text;
+}
+
+TEST(Planner, PutsStagesThatExchangeActivationsOnWellConnectedRanks) {
+  PlanRequest q;
+  // 4 GiB of state per block and a 10 GiB cap: two blocks per rank, so P = 4.
+  q.profile = uniform_profile(8, std::int64_t{1} << 30);
+  for (BlockProfile& b : q.profile.blocks) b.activation_bytes = std::int64_t{256} << 20;
+  // 2 nodes x 2 ranks: 10 GB/s inside a node, 100 MB/s between nodes.
+  q.topology = *synthetic_topology(2, 2, {1e10, 1e-6}, {1e8, 1e-4});
+  // Rank 0 on node 1 and rank 2 on node 0, so the identity mapping is wrong.
+  std::swap(q.topology.node_of[0], q.topology.node_of[2]);
+  for (int a = 0; a < 4; ++a)
+    for (int b = 0; b < 4; ++b)
+      if (a != b)
+        q.topology.links[static_cast<std::size_t>(a * 4 + b)] =
+            q.topology.node_of[static_cast<std::size_t>(a)] ==
+                    q.topology.node_of[static_cast<std::size_t>(b)]
+                ? Link{1e10, 1e-6}
+                : Link{1e8, 1e-4};
+  q.global_batch = 8;
+  q.schedules = {"1f1b"};
+  q.memory_cap_bytes = std::int64_t{10} << 30;
+  const auto plan = make_plan(q);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  ASSERT_EQ(plan->pipeline_ranks, 4) << plan->explanation;
+  const auto node = [&](int p) {
+    return q.topology.node_of[static_cast<std::size_t>(plan->world_rank_of(0, p))];
+  };
+  // One slow crossing: stages 0-1 on one node, 2-3 on the other.
+  EXPECT_EQ(node(0), node(1)) << plan->explanation;
+  EXPECT_EQ(node(2), node(3)) << plan->explanation;
+  EXPECT_NE(node(1), node(2)) << plan->explanation;
+}
+
+TEST(Planner, LargeModelsUseTheMinMaxSearchAndStayWithinTheCap) {
+  PlanRequest q;
+  q.profile = uniform_profile(64, 1 << 24);
+  q.profile.blocks[0].parameter_bytes *= 8;  // a heavy embedding
+  q.profile.blocks[63].forward_s = 4;        // and a slow head
+  q.topology = *synthetic_topology(4, 4, {2e10, 1e-6}, {2e9, 2e-5});
+  q.global_batch = 64;
+  q.memory_cap_bytes = std::int64_t{1} << 30;
+  const auto plan = make_plan(q);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_FALSE(plan->exact);
+  EXPECT_EQ(plan->pipeline_ranks * plan->replicas, 16);
+  for (std::int64_t peak : plan->peak_memory_bytes) EXPECT_LE(peak, *q.memory_cap_bytes);
+  // The same shape split evenly by blocks is no faster.
+  PipelineLayout even = *plan;
+  const int S = plan->pipeline_ranks * plan->chunks;
+  for (int s = 0; s < S; ++s)
+    even.stages[static_cast<std::size_t>(s)] = {s * 64 / S, (s + 1) * 64 / S - 1};
+  const auto uniform = predict(q.profile, q.topology, even);
+  ASSERT_TRUE(uniform.ok()) << uniform.status().message();
+  EXPECT_LE(plan->iteration_s, uniform->iteration_s) << plan->explanation;
+
+  // 64 MiB is one block's state: nothing fits, and the error still reports a simulated
+  // peak (rank 0 holds the embedding's 176 MiB of state and 3 more blocks at best).
+  q.memory_cap_bytes = std::int64_t{64} << 20;
+  const auto none = make_plan(q);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), StatusCode::memory_cap);
+  EXPECT_NE(none.status().message().find("the smallest peak found is 0.438 GiB (470810624 bytes) "
+                                         "on pipeline rank 0"),
+            std::string::npos)
+      << none.status().message();
+}
+
+TEST(Planner, RejectsBadRequestsNamingTheValue) {
+  PlanRequest q;
+  q.profile = uniform_profile(4, 1);
+  q.topology = *synthetic_topology(1, 2, {1e10, 0}, {1e10, 0});
+  q.global_batch = 0;
+  EXPECT_EQ(make_plan(q).status().message(),
+            "planner: global_batch = 0 must be >= 1 (samples per iteration over all replicas)");
+  q.global_batch = 4;
+  q.schedules = {"1f1b", "pipedream"};
+  EXPECT_EQ(make_plan(q).status().message(),
+            "planner: unknown schedule 'pipedream' (known: gpipe, 1f1b, interleaved-1f1b, zb-h1)");
+  q.schedules = {"1f1b"};
+  q.memory_cap_bytes = 0;
+  EXPECT_NE(make_plan(q).status().message().find("memory_cap_bytes = 0 must be >= 1"),
+            std::string::npos);
+}
+
+// The bound the search prunes with equals the simulator on equal stages and free links.
+TEST(PlannerBound, MatchesTheSimulatorOnEqualStages) {
+  for (const std::string name : {"gpipe", "1f1b", "zb-h1", "interleaved-1f1b"})
+    for (int P : {1, 2, 4})
+      for (int m : {4, 8}) {
+        const int v = name == "interleaved-1f1b" ? 2 : 1;
+        const auto schedule = make_schedule(name, {P, m, v, false});
+        ASSERT_TRUE(schedule.ok());
+        CostModel costs;
+        costs.stages.assign(static_cast<std::size_t>(P * v), StageCost{1.0 / v, 1.0 / v, 1.0 / v});
+        const auto sim = simulate(*schedule, costs);
+        ASSERT_TRUE(sim.ok());
+        const std::vector<Link> free(static_cast<std::size_t>(P * v - 1));
+        EXPECT_DOUBLE_EQ(
+            iteration_lower_bound(schedule_facts(*schedule), costs.stages, free, free, 0),
+            sim->iteration_s)
+            << name << " P=" << P << " m=" << m;
+      }
+}
+
+}  // namespace
+}  // namespace spw::sched

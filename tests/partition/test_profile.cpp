@@ -1,0 +1,134 @@
+// profile.json: round trips and the one-line errors a hand-edited or truncated file gets.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <string>
+
+#include "partition/profile.hpp"
+
+namespace spw::sched {
+namespace {
+
+ModelProfile two_blocks() {
+  ModelProfile p;
+  p.model = "tiny";
+  p.microbatch_samples = 4;
+  p.threads = 2;
+  p.optimizer_step_s = 0.25;
+  p.blocks = {{"embed", 0.001, 0.002, 0.003, 10, 20, 30, 40, 50},
+              {"head", 0.125, 1e-9, 0, 1, 2, 3, 4, std::int64_t{1} << 40}};
+  return p;
+}
+
+void expect_same(const ModelProfile& a, const ModelProfile& b) {
+  EXPECT_EQ(a.model, b.model);
+  EXPECT_EQ(a.microbatch_samples, b.microbatch_samples);
+  EXPECT_EQ(a.threads, b.threads);
+  EXPECT_EQ(a.optimizer_step_s, b.optimizer_step_s);
+  ASSERT_EQ(a.blocks.size(), b.blocks.size());
+  for (std::size_t i = 0; i < a.blocks.size(); ++i) {
+    const BlockProfile &x = a.blocks[i], &y = b.blocks[i];
+    EXPECT_EQ(x.name, y.name);
+    EXPECT_EQ(x.forward_s, y.forward_s);  // exact: JSON keeps every digit of a double
+    EXPECT_EQ(x.backward_input_s, y.backward_input_s);
+    EXPECT_EQ(x.backward_weight_s, y.backward_weight_s);
+    EXPECT_EQ(x.stash_bytes, y.stash_bytes);
+    EXPECT_EQ(x.activation_bytes, y.activation_bytes);
+    EXPECT_EQ(x.parameter_bytes, y.parameter_bytes);
+    EXPECT_EQ(x.gradient_bytes, y.gradient_bytes);
+    EXPECT_EQ(x.optimizer_state_bytes, y.optimizer_state_bytes);
+  }
+}
+
+TEST(Profile, RoundTripsThroughJsonTextAndFiles) {
+  const ModelProfile p = two_blocks();
+  const auto back = profile_from_json(profile_to_json(p), "profile");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  expect_same(p, *back);
+
+  const std::string path = ::testing::TempDir() + "spillway_profile.json";
+  ASSERT_TRUE(write_profile(path, p).ok());
+  const auto read = read_profile(path);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  expect_same(p, *read);
+  std::remove(path.c_str());
+}
+
+TEST(Profile, OptionalKeysDefault) {
+  const auto p = profile_from_json(R"({"microbatch_samples": 1, "threads": 1, "blocks": [
+      {"name": "a", "forward_s": 1, "backward_input_s": 1, "backward_weight_s": 1,
+       "stash_bytes": 1, "activation_bytes": 1, "parameter_bytes": 1, "gradient_bytes": 1,
+       "optimizer_state_bytes": 0}]})",
+                                   "p.json");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->model, "");
+  EXPECT_EQ(p->optimizer_step_s, 0);
+  EXPECT_EQ(p->blocks[0].forward_s, 1.0);
+}
+
+TEST(Profile, AMissingKeyIsNamedWithItsBlock) {
+  std::string text = profile_to_json(two_blocks());
+  const auto at = text.rfind("\"stash_bytes\"");
+  text.replace(at, 13, "\"stash_byte\"");
+  const auto p = profile_from_json(text, "p.json");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), StatusCode::not_found);
+  EXPECT_EQ(p.status().message(), "p.json: block 1: missing key \"stash_bytes\"");
+
+  const auto top = profile_from_json(R"({"threads": 1, "blocks": []})", "p.json");
+  EXPECT_EQ(top.status().message(), "p.json: missing key \"microbatch_samples\"");
+}
+
+TEST(Profile, WrongTypesAndBadValuesAreOneLineNamingTheValue) {
+  EXPECT_EQ(profile_from_json("{\"threads\": ", "p.json").status().message(),
+            "p.json: not valid JSON");
+  EXPECT_EQ(profile_from_json(R"({"microbatch_samples": "4", "threads": 1, "blocks": []})", "p.json")
+                .status()
+                .message(),
+            "p.json: \"microbatch_samples\" must be an integer, got \"4\"");
+  EXPECT_EQ(profile_from_json(R"({"microbatch_samples": 4, "threads": 1, "blocks": []})", "p.json")
+                .status()
+                .message(),
+            "p.json: profile: no blocks; a model needs at least one");
+
+  std::string text = profile_to_json(two_blocks());
+  text.replace(text.find("0.125"), 5, "-0.125");
+  EXPECT_EQ(profile_from_json(text, "p.json").status().message(),
+            "p.json: profile: block 1 (head) forward_s = -0.125 must be a finite number of "
+            "seconds >= 0");
+}
+
+TEST(Profile, CheckRejectsNonFiniteNegativeAndEmpty) {
+  ModelProfile p = two_blocks();
+  p.blocks[0].backward_weight_s = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(check_profile(p).message(),
+            "profile: block 0 (embed) backward_weight_s = inf must be a finite number of seconds "
+            ">= 0");
+  p = two_blocks();
+  p.blocks[1].backward_input_s = std::nan("");
+  EXPECT_NE(check_profile(p).message().find("block 1 (head) backward_input_s = nan"),
+            std::string::npos);
+  p = two_blocks();
+  p.blocks[1].gradient_bytes = -1;
+  EXPECT_EQ(check_profile(p).message(), "profile: block 1 (head) gradient_bytes = -1 must be >= 0");
+  p = two_blocks();
+  p.microbatch_samples = 0;
+  EXPECT_EQ(check_profile(p).message(),
+            "profile: microbatch_samples = 0 must be >= 1 (the samples each measured pass "
+            "processed)");
+  p = two_blocks();
+  p.threads = 0;
+  EXPECT_EQ(check_profile(p).message(), "profile: threads = 0 must be >= 1");
+  EXPECT_TRUE(check_profile(two_blocks()).ok());
+}
+
+TEST(Profile, MissingFileIsAnIoError) {
+  const auto p = read_profile("/nonexistent/profile.json");
+  EXPECT_EQ(p.status().code(), StatusCode::io_error);
+  EXPECT_EQ(p.status().message(), "cannot open profile /nonexistent/profile.json");
+}
+
+}  // namespace
+}  // namespace spw::sched
