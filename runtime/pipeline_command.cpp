@@ -7,6 +7,7 @@
 
 #include "kernels/memory_ledger.hpp"
 #include "kernels/threading.hpp"
+#include "runtime/auto_plan.hpp"
 #include "runtime/json_file.hpp"
 #include "runtime/mpi_support.hpp"
 #include "runtime/pipeline_report.hpp"
@@ -39,14 +40,26 @@ Status check_supported(const JobConfig& job, const TrainCommand& command) {
 
 }  // namespace
 
-Status run_pipeline_job(const JobConfig& job, const PipelineLayout& layout,
+// Frees a communicator the job created when the job ends, however it ends.
+class OwnedComm {
+ public:
+  ~OwnedComm() {
+    if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  }
+  void reset(MPI_Comm comm) { comm_ = comm; }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+};
+
+Status run_pipeline_job(const JobConfig& job, const PipelineLayout& given_layout,
                         const TrainCommand& command, MPI_Comm comm, FailureScope& scope) {
   scope = FailureScope::all_ranks;
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
 
   PipelineSettings settings;
-  settings.layout = layout;
+  settings.layout = given_layout;
   Status setup = check_supported(job, command);
   ThreadSetup threads;
   if (setup.ok()) {
@@ -69,6 +82,22 @@ Status run_pipeline_job(const JobConfig& job, const PipelineLayout& layout,
     }
   }
   SPW_TRY(agree_on_status(comm, setup));
+
+  OwnedComm ordered;
+  if (job.parallel.stages.form == StagesSpec::Form::automatic) {
+    SPW_ASSIGN_OR_RETURN(AutoPlan plan, plan_automatically(settings.train, comm, job.output.dir));
+    SPW_ASSIGN_OR_RETURN(MPI_Comm in_order, communicator_in_plan_order(comm, plan.world_rank));
+    ordered.reset(in_order);
+    comm = in_order;
+    MPI_Comm_rank(comm, &rank);
+    settings.layout = plan.layout;
+    if (rank == 0) {
+      std::printf("spillway: automatic plan (profile and links in %s): %s\n%s\n",
+                  job.output.dir.c_str(), plan.layout.describe().c_str(),
+                  plan.explanation.c_str());
+    }
+  }
+  const PipelineLayout& layout = settings.layout;
 
   const std::int64_t planned_steps =
       settings.train.steps > 0 ? settings.train.steps : std::int64_t{1} << 40;

@@ -11,28 +11,6 @@
 namespace spw {
 namespace {
 
-// Best of `reps` round trips of `bytes` between this rank and `peer`, halved.
-Result<double> one_way_seconds(MPI_Comm comm, int peer, bool starts, std::int64_t bytes,
-                               int reps) {
-  std::vector<char> buffer(static_cast<std::size_t>(bytes));
-  double best = std::numeric_limits<double>::infinity();
-  for (int i = 0; i < reps; ++i) {
-    const double start = MPI_Wtime();
-    const int count = static_cast<int>(bytes);
-    if (starts) {
-      SPW_TRY(mpi_check(MPI_Send(buffer.data(), count, MPI_CHAR, peer, 0, comm), "link probe"));
-      SPW_TRY(mpi_check(MPI_Recv(buffer.data(), count, MPI_CHAR, peer, 0, comm, MPI_STATUS_IGNORE),
-                        "link probe"));
-    } else {
-      SPW_TRY(mpi_check(MPI_Recv(buffer.data(), count, MPI_CHAR, peer, 0, comm, MPI_STATUS_IGNORE),
-                        "link probe"));
-      SPW_TRY(mpi_check(MPI_Send(buffer.data(), count, MPI_CHAR, peer, 0, comm), "link probe"));
-    }
-    best = std::min(best, (MPI_Wtime() - start) / 2);
-  }
-  return best;
-}
-
 nlohmann::json by_category(const std::array<std::size_t, kMemoryCategoryCount>& bytes) {
   nlohmann::json out = nlohmann::json::object();
   for (MemoryCategory c : kAllMemoryCategories) {
@@ -67,8 +45,8 @@ Result<LinkEstimate> measure_pipeline_link(PipelineExecutor& executor, MPI_Comm 
     const bool right = p >= 1 && (p - 1) % 2 == phase;
     if (!left && !right) continue;
     const int peer = left ? w + 1 : w - 1;
-    SPW_ASSIGN_OR_RETURN(double latency, one_way_seconds(world, peer, left, 8, 20));
-    SPW_ASSIGN_OR_RETURN(double big, one_way_seconds(world, peer, left, bytes, 5));
+    SPW_ASSIGN_OR_RETURN(double latency, ping_pong_seconds(world, peer, left, 8, 20));
+    SPW_ASSIGN_OR_RETURN(double big, ping_pong_seconds(world, peer, left, bytes, 5));
     if (left) {
       sums[0] += latency;
       sums[1] += big;

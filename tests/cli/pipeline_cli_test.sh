@@ -73,6 +73,26 @@ sys.exit(0 if ok else 1)
 PY
 check "timeline.svg is drawn" grep -q "<svg" "$work/out/timeline.svg"
 
+# stages = "auto": rank 0 profiles, the ranks measure their links (cached), the planner decides.
+run2 "$work/auto.txt" "$work/tiny.toml" --set "output.dir=$work/auto" --set 'parallel.stages="auto"'
+status=$?
+cat "$work/auto.txt"
+check "an automatic plan runs" test $status -eq 0
+check "the plan is printed" grep -q "^spillway: automatic plan" "$work/auto.txt"
+check "the profile is kept" python3 -c "import json,sys; p=json.load(open('$work/auto/profile.json')); sys.exit(0 if len(p['blocks'])==4 else 1)"
+check "the link matrix is cached" bash -c "ls $work/auto/topology-2-*.json"
+check "the planned run reports its layout" python3 - "$work/auto/report.json" <<'PY'
+import json, sys
+layout = json.load(open(sys.argv[1]))["pipeline"]["layout"]
+P, R, v = layout["pipeline_ranks"], layout["replicas"], layout["chunks"]
+sys.exit(0 if P * R == 2 and len(layout["stages"]) == P * v else 1)
+PY
+
+"$spillway" profile "$work/tiny.toml" --output "$work/profile.json" --repeats 2 > "$work/profile.txt" 2>&1
+check "spillway profile exits 0" test $? -eq 0
+check "spillway profile lists the blocks" grep -q "^blocks.1 " "$work/profile.txt"
+check "spillway profile writes the profile" python3 -c "import json,sys; p=json.load(open('$work/profile.json')); sys.exit(0 if p['microbatch_samples']==2 and p['blocks'][3]['name']=='head' else 1)"
+
 # Bad layouts: one message (printed by rank 0 only), non-zero exit, before any step.
 expect_error() {  # expect_error NAME TEXT ARGS...
   local name=$1 text=$2; shift 2
