@@ -106,7 +106,7 @@ Status run_pipeline_job(const JobConfig& job, const PipelineLayout& given_layout
   SPW_ASSIGN_OR_RETURN(auto executor, PipelineExecutor::create(settings, comm));
   // From here a failure may strand peers inside MPI calls: only the job's end frees them.
   scope = FailureScope::this_rank;
-  SPW_ASSIGN_OR_RETURN(LinkEstimate link, measure_pipeline_link(*executor, comm));
+  SPW_ASSIGN_OR_RETURN(LinkEstimates links, measure_links(*executor, comm));
 
   const std::int64_t total = executor->total_steps();
   const char* item_name = settings.train.model.kind == "gpt" ? "tokens" : "samples";
@@ -143,7 +143,7 @@ Status run_pipeline_job(const JobConfig& job, const PipelineLayout& given_layout
   record.elapsed_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  SPW_ASSIGN_OR_RETURN(nlohmann::json pipeline, pipeline_report(*executor, comm, link));
+  SPW_ASSIGN_OR_RETURN(nlohmann::json pipeline, pipeline_report(*executor, comm, links));
   SPW_ASSIGN_OR_RETURN(std::vector<TraceEvent> events, gather_trace(*executor, comm));
   if (rank != 0) return Status::success();
 
