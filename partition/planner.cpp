@@ -335,8 +335,15 @@ Result<Plan> Search::run() {
     add_candidates(i);
     exhaustive = exhaustive && shapes_[index(i)].exhaustive && shapes_[index(i)].generated;
   }
+  // Among equal bounds the simpler layout comes first (fewer chunks, fewer microbatches), so
+  // a tie in simulated time goes to the plan with less to go wrong.
   std::stable_sort(candidates_.begin(), candidates_.end(),
-                   [](const Candidate& a, const Candidate& b) { return a.bound < b.bound; });
+                   [this](const Candidate& a, const Candidate& b) {
+                     if (a.bound != b.bound) return a.bound < b.bound;
+                     const Shape& sa = shapes_[index(a.shape)];
+                     const Shape& sb = shapes_[index(b.shape)];
+                     return std::pair(sa.v, sa.m) < std::pair(sb.v, sb.m);
+                   });
 
   std::optional<std::pair<Candidate, Evaluated>> best;
   std::optional<std::pair<Candidate, Evaluated>> smallest;  // the lowest peak, for the error

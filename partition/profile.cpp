@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/atomic_file.hpp"
+
 namespace spw::sched {
 
 namespace {
@@ -162,10 +164,7 @@ Result<ModelProfile> read_profile(const std::string& path) {
 
 Status write_profile(const std::string& path, const ModelProfile& profile) {
   SPW_TRY(check_profile(profile));
-  std::ofstream out(path);
-  out << profile_to_json(profile);
-  if (!out.flush()) return error(StatusCode::io_error, "cannot write profile " + path);
-  return Status::success();
+  return write_file_atomically(path, profile_to_json(profile));
 }
 
 }  // namespace spw::sched

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/atomic_file.hpp"
+
 namespace spw::sched {
 
 namespace {
@@ -169,10 +171,7 @@ Result<RankTopology> read_topology(const std::string& path) {
 
 Status write_topology(const std::string& path, const RankTopology& topology) {
   SPW_TRY(check_topology(topology));
-  std::ofstream out(path);
-  out << topology_to_json(topology);
-  if (!out.flush()) return error(StatusCode::io_error, "cannot write topology " + path);
-  return Status::success();
+  return write_file_atomically(path, topology_to_json(topology));
 }
 
 }  // namespace spw::sched

@@ -6,11 +6,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/atomic_file.hpp"
 #include "kernels/status.hpp"
 
 namespace spw {
 
-Status write_file_atomically(const std::string& path, const std::string& contents);
 Status write_json_atomically(const std::string& path, const nlohmann::json& value);
 // Creates `dir` and its parents if missing; an error names the directory.
 Status ensure_directory(const std::string& dir);

@@ -6,6 +6,7 @@
 #include <exception>
 #include <string>
 
+#include "runtime/profile_command.hpp"
 #include "runtime/train_command.hpp"
 #include "runtime/version.hpp"
 
@@ -53,6 +54,18 @@ int main(int argc, char** argv) {
                         "Continue exactly from a checkpoint written by an earlier run")
       ->check(CLI::ExistingFile);
 
+  spw::ProfileCommand profile;
+  CLI::App* profile_app =
+      app.add_subcommand("profile", "Measure the job's model block by block for the planner");
+  profile_app->add_option("config", profile.config_path, "Job file (TOML)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  profile_app->add_option("--set", profile.overrides, "Override a job-file key (repeatable)");
+  profile_app->add_option("--output", profile.output_path,
+                          "Where to write the profile (default: output.dir/profile.json)");
+  profile_app->add_option("--repeats", profile.repeats, "Timed runs per pass (median)")
+      ->check(CLI::PositiveNumber);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -64,6 +77,8 @@ int main(int argc, char** argv) {
   spw::FailureScope scope = spw::FailureScope::all_ranks;
   try {
     if (train_app->parsed()) status = spw::run_train_command(train, MPI_COMM_WORLD, scope);
+    // One process measures; under mpirun the other ranks have nothing to do.
+    if (profile_app->parsed() && mpi.rank() == 0) status = spw::run_profile_command(profile);
   } catch (const std::exception& e) {
     // The library reports failures as Status; what still escapes (bad_alloc from a
     // container, say) is this rank's alone.

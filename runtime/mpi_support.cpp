@@ -1,5 +1,6 @@
 #include "runtime/mpi_support.hpp"
 
+#include <algorithm>
 #include <vector>
 
 namespace spw {
@@ -35,6 +36,31 @@ Status agree_on_status(MPI_Comm comm, const Status& local) {
   std::string message(text.begin(), text.end());
   if (failures < size) message = "rank " + std::to_string(lowest_failed) + ": " + message;
   return error(static_cast<StatusCode>(header[0]), message);
+}
+
+Result<double> ping_pong_seconds(MPI_Comm comm, int peer, bool starts, std::int64_t bytes,
+                                 int reps) {
+  if (bytes < 0 || bytes > (std::int64_t{1} << 30)) {
+    return error(StatusCode::invalid_argument,
+                 "a ping-pong of " + std::to_string(bytes) + " bytes is out of range");
+  }
+  std::vector<char> buffer(static_cast<std::size_t>(bytes));
+  const int count = static_cast<int>(bytes);
+  double best = 1e30;
+  for (int i = 0; i < reps; ++i) {
+    const double start = MPI_Wtime();
+    for (int leg = 0; leg < 2; ++leg) {
+      if ((leg == 0) == starts) {
+        SPW_TRY(mpi_check(MPI_Send(buffer.data(), count, MPI_CHAR, peer, 0, comm), "ping-pong"));
+      } else {
+        SPW_TRY(mpi_check(
+            MPI_Recv(buffer.data(), count, MPI_CHAR, peer, 0, comm, MPI_STATUS_IGNORE),
+            "ping-pong"));
+      }
+    }
+    best = std::min(best, (MPI_Wtime() - start) / 2);
+  }
+  return best;
 }
 
 Result<NodeShare> node_share(MPI_Comm comm) {

@@ -22,6 +22,11 @@ Status mpi_check(int rc, const char* what);
 // unless every rank failed (then they failed alike, typically on the same bad input).
 Status agree_on_status(MPI_Comm comm, const Status& local);
 
+// Best of `reps` round trips of `bytes` with `peer` (which must call this too, with
+// `starts` the other way round), halved: the one-way time of one message.
+Result<double> ping_pong_seconds(MPI_Comm comm, int peer, bool starts, std::int64_t bytes,
+                                 int reps);
+
 struct NodeShare {
   int local_rank = 0;   // this rank's index among the ranks on its node
   int local_ranks = 1;  // ranks on this node

@@ -7,8 +7,11 @@
 
 #include "kernels/memory_ledger.hpp"
 #include "kernels/threading.hpp"
+#include "runtime/auto_plan.hpp"
+#include "runtime/checkpoint.hpp"
 #include "runtime/json_file.hpp"
 #include "runtime/mpi_support.hpp"
+#include "runtime/pipeline_checkpoint.hpp"
 #include "runtime/pipeline_report.hpp"
 #include "runtime/progress.hpp"
 #include "runtime/report.hpp"
@@ -18,17 +21,7 @@ namespace {
 
 // What a job can ask for that the pipeline path does not do yet; checked before any work
 // so the job fails at once with the same message on every rank.
-Status check_supported(const JobConfig& job, const TrainCommand& command) {
-  if (!command.resume_from.empty()) {
-    return error(StatusCode::unsupported,
-                 "--resume runs on one rank only for now: resume without mpirun, or start "
-                 "the pipeline from the checkpoint's weights with train.init_from");
-  }
-  if (job.output.checkpoint_every > 0) {
-    return error(StatusCode::unsupported,
-                 "output.checkpoint_every is written by single-rank runs only for now: set it "
-                 "to 0 for a pipeline run");
-  }
+Status check_supported(const JobConfig& job) {
   if (job.offload.tier != OffloadTier::none) {
     return error(StatusCode::unsupported,
                  "offload.tier = \"" + std::string(to_string(job.offload.tier)) +
@@ -39,15 +32,27 @@ Status check_supported(const JobConfig& job, const TrainCommand& command) {
 
 }  // namespace
 
-Status run_pipeline_job(const JobConfig& job, const PipelineLayout& layout,
+// Frees a communicator the job created when the job ends, however it ends.
+class OwnedComm {
+ public:
+  ~OwnedComm() {
+    if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  }
+  void reset(MPI_Comm comm) { comm_ = comm; }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+};
+
+Status run_pipeline_job(const JobConfig& job, const PipelineLayout& given_layout,
                         const TrainCommand& command, MPI_Comm comm, FailureScope& scope) {
   scope = FailureScope::all_ranks;
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
 
   PipelineSettings settings;
-  settings.layout = layout;
-  Status setup = check_supported(job, command);
+  settings.layout = given_layout;
+  Status setup = check_supported(job);
   ThreadSetup threads;
   if (setup.ok()) {
     auto train = train_settings_from(job);
@@ -68,16 +73,51 @@ Status run_pipeline_job(const JobConfig& job, const PipelineLayout& layout,
       if (chosen.ok()) threads = *chosen;
     }
   }
+  // Where a resumed run starts decides which steps it traces, before the executor exists.
+  std::int64_t first_step = 0;
+  if (setup.ok() && !command.resume_from.empty()) {
+    auto meta = read_checkpoint_meta(command.resume_from);
+    setup = meta.status();
+    if (meta.ok()) first_step = meta->step;
+  }
   SPW_TRY(agree_on_status(comm, setup));
+
+  OwnedComm ordered;
+  if (job.parallel.stages.form == StagesSpec::Form::automatic) {
+    SPW_ASSIGN_OR_RETURN(AutoPlan plan, plan_automatically(settings.train, comm, job.output.dir));
+    SPW_ASSIGN_OR_RETURN(MPI_Comm in_order, communicator_in_plan_order(comm, plan.world_rank));
+    ordered.reset(in_order);
+    comm = in_order;
+    MPI_Comm_rank(comm, &rank);
+    settings.layout = plan.layout;
+    if (rank == 0) {
+      std::printf("spillway: automatic plan (profile and links in %s): %s\n%s\n",
+                  job.output.dir.c_str(), plan.layout.describe().c_str(),
+                  plan.explanation.c_str());
+    }
+  }
+  const PipelineLayout& layout = settings.layout;
 
   const std::int64_t planned_steps =
       settings.train.steps > 0 ? settings.train.steps : std::int64_t{1} << 40;
-  settings.trace_first_step = planned_steps >= 2 ? 2 : 1;
+  // The first step of a run is its warm-up: trace from the second on.
+  settings.trace_first_step =
+      static_cast<int>(first_step + (planned_steps - first_step >= 2 ? 2 : 1));
   settings.trace_steps = job.output.trace ? 3 : 0;
   SPW_ASSIGN_OR_RETURN(auto executor, PipelineExecutor::create(settings, comm));
+  if (!command.resume_from.empty()) {
+    SPW_TRY(load_pipeline_checkpoint(*executor, comm, command.resume_from));
+    if (executor->steps_done() >= executor->total_steps()) {
+      return error(StatusCode::invalid_argument,
+                   "checkpoint " + command.resume_from + " is at step " +
+                       std::to_string(executor->steps_done()) + " and the job has " +
+                       std::to_string(executor->total_steps()) +
+                       " steps: raise train.steps to train on");
+    }
+  }
   // From here a failure may strand peers inside MPI calls: only the job's end frees them.
   scope = FailureScope::this_rank;
-  SPW_ASSIGN_OR_RETURN(LinkEstimate link, measure_pipeline_link(*executor, comm));
+  SPW_ASSIGN_OR_RETURN(LinkEstimates links, measure_links(*executor, comm));
 
   const std::int64_t total = executor->total_steps();
   const char* item_name = settings.train.model.kind == "gpt" ? "tokens" : "samples";
@@ -90,8 +130,9 @@ Status run_pipeline_job(const JobConfig& job, const PipelineLayout& layout,
     std::fflush(stdout);
   }
 
+  const nlohmann::json config_json = to_json(job);
   RunRecord record;
-  record.config = to_json(job);
+  record.config = config_json;
   record.item_name = item_name;
   record.parameters = executor->model_parameter_count();
   record.threads = threads.threads;
@@ -109,12 +150,22 @@ Status run_pipeline_job(const JobConfig& job, const PipelineLayout& layout,
       progress.print({step.step, total, step.loss, step.items_per_second, item_name, elapsed,
                       MemoryLedger::process().peak_total()});
     }
+    if (job.output.checkpoint_every > 0 && step.step % job.output.checkpoint_every == 0) {
+      const std::string path =
+          job.output.dir + "/checkpoint-" + std::to_string(step.step) + ".h5";
+      const Status saved = save_pipeline_checkpoint(*executor, comm, path, config_json.dump());
+      if (!saved.ok()) {
+        // Agreed: every rank returns this error and none is left waiting.
+        scope = FailureScope::all_ranks;
+        return saved;
+      }
+    }
   }
   if (rank == 0) progress.finish();
   record.elapsed_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  SPW_ASSIGN_OR_RETURN(nlohmann::json pipeline, pipeline_report(*executor, comm, link));
+  SPW_ASSIGN_OR_RETURN(nlohmann::json pipeline, pipeline_report(*executor, comm, links));
   SPW_ASSIGN_OR_RETURN(std::vector<TraceEvent> events, gather_trace(*executor, comm));
   if (rank != 0) return Status::success();
 

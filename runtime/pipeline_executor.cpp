@@ -183,7 +183,7 @@ std::int64_t PipelineExecutor::activation_bytes(int chunk) const {
   mb.seq = settings_.train.model.positions_per_sample();
   const Shape shape = model.spec().activation_shape(
       model.first_block() + static_cast<std::int64_t>(model.size()) - 1, mb);
-  return shape.numel() * static_cast<std::int64_t>(sizeof(float));
+  return shape.rank() == 0 ? 0 : shape.numel() * static_cast<std::int64_t>(sizeof(float));
 }
 
 std::int64_t PipelineExecutor::stash_bytes(int chunk) const {
@@ -288,7 +288,7 @@ Result<Tensor*> PipelineExecutor::chunk_output_grad(Slot& s, int chunk, int mb) 
   Model& model = *chunks_[static_cast<std::size_t>(chunk)];
   const std::size_t last = model.size() - 1;
   const Shape shape = model.block(last).output_shape(microbatches_[static_cast<std::size_t>(mb)]);
-  if (shape.numel() == 0) return static_cast<Tensor*>(nullptr);  // the loss block
+  if (shape.rank() == 0) return static_cast<Tensor*>(nullptr);  // the loss block
   return s.grads.get(last + 1, shape);
 }
 
@@ -301,7 +301,7 @@ Status PipelineExecutor::forward(int mb, int chunk) {
     Block& block = model.block(b);
     const Shape shape = block.output_shape(data);
     Tensor* output = nullptr;
-    if (shape.numel() > 0) {
+    if (shape.rank() > 0) {  // the loss block hands on nothing
       SPW_ASSIGN_OR_RETURN(output, s->acts.get(b + 1, shape));
     }
     double loss = 0;

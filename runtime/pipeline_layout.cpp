@@ -36,11 +36,14 @@ std::vector<StageRange> even_stage_ranges(std::int64_t block_count, int count) {
 }
 
 std::string PipelineLayout::describe() const {
-  std::string text = plural(stage_count(), "stage") + " x " + plural(replicas, "replica") +
-                     ", " + schedule;
-  if (chunks > 1) text += " (" + std::to_string(chunks) + " chunks per rank)";
-  return text + ", " + plural(microbatches, "microbatch") + " of " +
-         std::to_string(microbatch_samples) + " per replica";
+  std::string stages_text = plural(stage_count(), "stage");
+  if (chunks > 1) {
+    stages_text = plural(pipeline_ranks, "rank") + " x " + std::to_string(chunks) +
+                  " chunks = " + stages_text;
+  }
+  return stages_text + " x " + plural(replicas, "replica") + ", " + schedule + ", " +
+         plural(microbatches, "microbatch") + " of " + std::to_string(microbatch_samples) +
+         " per replica";
 }
 
 Result<PipelineLayout> make_pipeline_layout(const ParallelConfig& parallel,

@@ -1,0 +1,43 @@
+#include "runtime/profile_command.hpp"
+
+#include <cstdio>
+
+#include "kernels/memory_ledger.hpp"
+#include "kernels/threading.hpp"
+#include "runtime/json_file.hpp"
+#include "runtime/profiler.hpp"
+#include "runtime/train_command.hpp"
+
+namespace spw {
+
+Status run_profile_command(const ProfileCommand& command) {
+  SPW_ASSIGN_OR_RETURN(JobConfig job, load_job_file(command.config_path, command.overrides));
+  SPW_ASSIGN_OR_RETURN(TrainSettings settings, train_settings_from(job));
+  ThreadRequest threads;
+  threads.threads = job.threads.count;
+  SPW_ASSIGN_OR_RETURN(ThreadSetup thread_setup, setup_threads(threads));
+  ProfileOptions options;
+  options.microbatch_samples = std::max<std::int64_t>(1, settings.batch / settings.microbatches);
+  options.repeats = command.repeats;
+  std::string path = command.output_path;
+  if (path.empty()) {
+    SPW_TRY(ensure_directory(job.output.dir));
+    path = job.output.dir + "/profile.json";
+  }
+  SPW_ASSIGN_OR_RETURN(sched::ModelProfile profile, profile_model(settings, options));
+  SPW_TRY(sched::write_profile(path, profile));
+  std::printf("spillway: profiled %zu blocks, microbatch of %lld, %d thread(s): %s\n",
+              profile.blocks.size(), static_cast<long long>(options.microbatch_samples),
+              thread_setup.threads, path.c_str());
+  std::printf("%-12s %12s %12s %12s %12s %12s\n", "block", "forward ms", "b-input ms",
+              "b-weight ms", "stash", "parameters");
+  for (const auto& b : profile.blocks) {
+    std::printf("%-12s %12.3f %12.3f %12.3f %12s %12s\n", b.name.c_str(), 1e3 * b.forward_s,
+                1e3 * b.backward_input_s, 1e3 * b.backward_weight_s,
+                format_bytes(static_cast<std::size_t>(b.stash_bytes)).c_str(),
+                format_bytes(static_cast<std::size_t>(b.parameter_bytes)).c_str());
+  }
+  return Status::success();
+}
+
+}  // namespace spw

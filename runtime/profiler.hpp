@@ -1,0 +1,24 @@
+// Measures a model's profile on this node, block by block, for the planner: each block's
+// forward, input-gradient and weight-gradient time (median of `repeats` after `warmup`
+// runs) on one microbatch, and the bytes it keeps. Blocks are built, measured and freed one
+// at a time, so a model far larger than the node's memory can still be profiled.
+#pragma once
+
+#include "kernels/status.hpp"
+#include "partition/profile.hpp"
+#include "runtime/trainer.hpp"
+
+namespace spw {
+
+struct ProfileOptions {
+  std::int64_t microbatch_samples = 1;
+  int warmup = 1;
+  int repeats = 5;
+};
+
+// Uses settings.model, .data (real inputs for the first and last block), .optimizer (to
+// size and time its state) and .seed. Runs with the calling thread's compute threads.
+Result<sched::ModelProfile> profile_model(const TrainSettings& settings,
+                                          const ProfileOptions& options);
+
+}  // namespace spw

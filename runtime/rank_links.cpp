@@ -1,0 +1,121 @@
+#include "runtime/rank_links.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <vector>
+
+#include "runtime/json_file.hpp"
+#include "runtime/mpi_support.hpp"
+
+namespace spw {
+namespace {
+
+std::vector<std::string> processor_names(MPI_Comm comm, int size) {
+  char mine[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  MPI_Get_processor_name(mine, &length);
+  std::vector<char> all(static_cast<std::size_t>(size) * MPI_MAX_PROCESSOR_NAME);
+  MPI_Allgather(mine, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME,
+                MPI_CHAR, comm);
+  std::vector<std::string> names;
+  for (int r = 0; r < size; ++r) names.emplace_back(all.data() + r * MPI_MAX_PROCESSOR_NAME);
+  return names;
+}
+
+// The partner of `rank` in round `round` of the circle method over `slots` (even) places;
+// a partner >= the real rank count is a bye.
+int partner(int rank, int round, int slots) {
+  const int last = slots - 1;
+  if (rank == last) return round;
+  if (rank == round) return last;
+  return ((2 * round - rank) % last + last) % last;
+}
+
+}  // namespace
+
+Result<sched::RankTopology> measure_rank_topology(MPI_Comm comm, std::int64_t message_bytes) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  sched::RankTopology topology;
+  topology.ranks = size;
+  const std::vector<std::string> names = processor_names(comm, size);
+  std::vector<std::string> seen;
+  for (const std::string& name : names) {
+    std::size_t node = 0;
+    while (node < seen.size() && seen[node] != name) ++node;
+    if (node == seen.size()) seen.push_back(name);
+    topology.node_of.push_back(static_cast<int>(node));
+  }
+
+  // Row `rank` of the matrices: [bandwidth..., latency...].
+  std::vector<double> row(2 * static_cast<std::size_t>(size), 0.0);
+  const int slots = size % 2 == 0 ? size : size + 1;
+  for (int round = 0; round + 1 < slots; ++round) {
+    const int peer = partner(rank, round, slots);
+    if (peer >= size || peer == rank) continue;
+    const bool starts = rank < peer;
+    SPW_ASSIGN_OR_RETURN(double latency, ping_pong_seconds(comm, peer, starts, 8, 10));
+    SPW_ASSIGN_OR_RETURN(double big, ping_pong_seconds(comm, peer, starts, message_bytes, 3));
+    const double transfer = std::max(big - latency, 1e-9);
+    row[static_cast<std::size_t>(peer)] = static_cast<double>(message_bytes) / transfer;
+    row[static_cast<std::size_t>(size + peer)] = latency;
+  }
+  std::vector<double> rows(row.size() * static_cast<std::size_t>(size));
+  SPW_TRY(mpi_check(MPI_Allgather(row.data(), 2 * size, MPI_DOUBLE, rows.data(), 2 * size,
+                                  MPI_DOUBLE, comm),
+                    "sharing link measurements"));
+  topology.links.resize(static_cast<std::size_t>(size) * static_cast<std::size_t>(size));
+  for (int from = 0; from < size; ++from) {
+    for (int to = 0; to < size; ++to) {
+      if (from == to) continue;
+      // Both ends timed the same exchange; the lower rank's figure stands for the pair.
+      const int low = std::min(from, to), high = std::max(from, to);
+      const std::size_t base = static_cast<std::size_t>(low) * 2 * static_cast<std::size_t>(size);
+      sched::Link& link = topology.links[static_cast<std::size_t>(from * size + to)];
+      link.bandwidth_bytes_per_s = rows[base + static_cast<std::size_t>(high)];
+      link.latency_s = rows[base + static_cast<std::size_t>(size + high)];
+    }
+  }
+  SPW_TRY(sched::check_topology(topology));
+  return topology;
+}
+
+Result<sched::RankTopology> cached_rank_topology(MPI_Comm comm, const std::string& dir,
+                                                 std::int64_t message_bytes) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  std::string hosts;
+  for (const std::string& name : processor_names(comm, size)) hosts += name + "\n";
+  char hash[32];
+  std::snprintf(hash, sizeof hash, "%016zx", std::hash<std::string>{}(hosts));
+  const std::string path = dir + "/topology-" + std::to_string(size) + "-" + hash + ".json";
+
+  // Rank 0 reads the cache and shares the text: one reader, every rank the same answer.
+  std::string text;
+  if (rank == 0 && std::filesystem::exists(path)) {
+    std::ifstream in(path);
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    if (sched::topology_from_json(buffer.str(), path).ok()) text = buffer.str();
+  }
+  int length = static_cast<int>(text.size());
+  MPI_Bcast(&length, 1, MPI_INT, 0, comm);
+  if (length > 0) {
+    text.resize(static_cast<std::size_t>(length));
+    MPI_Bcast(text.data(), length, MPI_CHAR, 0, comm);
+    return sched::topology_from_json(text, path);
+  }
+  SPW_ASSIGN_OR_RETURN(sched::RankTopology topology, measure_rank_topology(comm, message_bytes));
+  Status written = Status::success();
+  if (rank == 0) written = write_file_atomically(path, sched::topology_to_json(topology));
+  SPW_TRY(agree_on_status(comm, written));
+  return topology;
+}
+
+}  // namespace spw

@@ -1,0 +1,64 @@
+#include <gtest/gtest.h>
+
+#include "runtime/model.hpp"
+#include "runtime/profiler.hpp"
+
+namespace spw {
+namespace {
+
+TrainSettings tiny_gpt() {
+  TrainSettings s;
+  s.model.kind = "gpt";
+  s.model.gpt.layers = 2;
+  s.model.gpt.d_model = 32;
+  s.model.gpt.heads = 2;
+  s.model.gpt.seq = 16;
+  s.data.source = DataKind::synthetic;
+  s.optimizer.kind = "adamw";
+  return s;
+}
+
+TEST(Profiler, MeasuresEveryBlockWithItsBytes) {
+  const TrainSettings settings = tiny_gpt();
+  ProfileOptions options;
+  options.microbatch_samples = 4;
+  options.repeats = 3;
+  auto profile = profile_model(settings, options);
+  ASSERT_TRUE(profile.ok()) << profile.status().message();
+  ASSERT_EQ(profile->blocks.size(), 4u);
+  EXPECT_EQ(profile->blocks[0].name, "embedding");
+  EXPECT_EQ(profile->blocks[3].name, "head");
+  EXPECT_EQ(profile->microbatch_samples, 4);
+
+  auto model = Model::build(settings.model);
+  ASSERT_TRUE(model.ok());
+  for (std::size_t b = 0; b < profile->blocks.size(); ++b) {
+    const auto& block = profile->blocks[b];
+    std::int64_t parameters = 0;
+    for (auto& p : (*model)->block(b).parameters()) {
+      parameters += static_cast<std::int64_t>(p.value->bytes());
+    }
+    EXPECT_EQ(block.parameter_bytes, parameters) << block.name;
+    EXPECT_EQ(block.optimizer_state_bytes, 2 * parameters) << block.name;  // AdamW: m and v
+    EXPECT_GT(block.forward_s, 0) << block.name;
+    EXPECT_GT(block.stash_bytes, 0) << block.name;
+  }
+  // Transformer blocks and the embedding hand on [4 * 16 tokens, 32] floats; the head nothing.
+  EXPECT_EQ(profile->blocks[1].activation_bytes, 4 * 16 * 32 * 4);
+  EXPECT_EQ(profile->blocks[3].activation_bytes, 0);
+  // A transformer block keeps more than the activation it hands on (attention, MLP inputs).
+  EXPECT_GT(profile->blocks[1].stash_bytes, 2 * profile->blocks[1].activation_bytes);
+  EXPECT_GT(profile->optimizer_step_s, 0);
+}
+
+TEST(Profiler, RejectsAnEmptyMicrobatch) {
+  ProfileOptions options;
+  options.microbatch_samples = 0;
+  auto profile = profile_model(tiny_gpt(), options);
+  ASSERT_FALSE(profile.ok());
+  EXPECT_EQ(profile.status().message(),
+            "profiling needs microbatch_samples >= 1, repeats >= 1 and warmup >= 0");
+}
+
+}  // namespace
+}  // namespace spw
