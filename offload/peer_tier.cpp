@@ -145,7 +145,7 @@ Status PeerTier::store(std::uint64_t id, const std::vector<Region>& regions) {
   const std::optional<std::size_t> offset = space_.allocate(bytes);
   if (!offset)
     return error(StatusCode::memory_cap,
-                 "peer tier: stash " + std::to_string(id) + " needs " + format_bytes(bytes) +
+                 "stash " + std::to_string(id) + " needs " + format_bytes(bytes) +
                      ", but only " + format_bytes(space_.free_bytes()) + " of the " +
                      format_bytes(space_.capacity()) + " this rank has on rank " +
                      std::to_string(peer_) + " are free (largest piece " +
