@@ -179,6 +179,7 @@ Status PipelineExecutor::setup(const PipelineSettings& settings, MPI_Comm world)
   active_.assign(chunks_.size(), std::vector<Slot*>(m, nullptr));
   reduce_started_.assign(chunks_.size(), -1.0);
   timings_.resize(chunks_.size());
+  stash_estimate_.assign(chunks_.size(), 0);
   return setup_offload();
 }
 
@@ -273,7 +274,12 @@ Status PipelineExecutor::setup_offload() {
       break;
     }
     case OffloadTier::file: {
-      SPW_ASSIGN_OR_RETURN(tier, offload::make_file_tier(config.dir));
+      // Staging larger than one stash is never used: size it to the stash, within 4 MiB.
+      SPW_ASSIGN_OR_RETURN(std::int64_t per_stash, measure_stash_bytes());
+      const std::size_t staging = std::clamp<std::size_t>(
+          (static_cast<std::size_t>(per_stash) + 65535) / 65536 * 65536, 65536,
+          offload::FileTier::kDefaultStagingBytes);
+      SPW_ASSIGN_OR_RETURN(tier, offload::FileTier::create(config.dir, staging));
       break;
     }
     case OffloadTier::peer: {
@@ -351,10 +357,32 @@ Status PipelineExecutor::settle_eviction(Slot& s, int chunk, int mb, bool block)
   return Status::success();
 }
 
+// Under a memory cap, an allocation that would not fit waits for stashes still being
+// copied out to finish and free their memory, oldest first; it fails only when nothing is
+// left to wait for. Without a cap nothing waits.
+Status PipelineExecutor::make_room(std::size_t bytes) {
+  MemoryLedger& ledger = MemoryLedger::process();
+  const std::optional<std::size_t> cap = ledger.cap();
+  if (!engine_ || !cap) return Status::success();
+  while (!evicting_.empty() && ledger.current_total() + bytes > *cap) {
+    const auto [chunk, mb] = evicting_.front();
+    evicting_.erase(evicting_.begin());
+    Slot* s = active_[static_cast<std::size_t>(chunk)][static_cast<std::size_t>(mb)];
+    if (s == nullptr) continue;
+    const double start = now();
+    SPW_TRY(settle_eviction(*s, chunk, mb, /*block=*/true));
+    current_.offload_wait_s += now() - start;
+  }
+  return Status::success();
+}
+
 Status PipelineExecutor::prefetch(int mb, int chunk) {
   SPW_ASSIGN_OR_RETURN(Slot * s, slot(chunk, mb));
   SPW_TRY(settle_eviction(*s, chunk, mb, /*block=*/true));
   if (s->residency != Slot::Residency::offloaded) return Status::success();
+  std::size_t needed = 0;
+  for (const auto& entry : s->offloaded) needed += static_cast<std::size_t>(entry.second.numel()) * 4;
+  SPW_TRY(make_room(needed));
   // Give the stash its memory back, tensor by tensor in eviction order, then fill it.
   std::vector<Tensor*> targets;
   for (auto& [tensor, shape] : s->offloaded) {
@@ -519,6 +547,7 @@ Result<Tensor*> PipelineExecutor::chunk_output_grad(Slot& s, int chunk, int mb) 
 }
 
 Status PipelineExecutor::forward(int mb, int chunk) {
+  SPW_TRY(make_room(stash_estimate_[static_cast<std::size_t>(chunk)]));
   SPW_ASSIGN_OR_RETURN(Slot * s, slot(chunk, mb));
   Model& model = *chunks_[static_cast<std::size_t>(chunk)];
   const MicrobatchData& data = microbatches_[static_cast<std::size_t>(mb)];
@@ -533,6 +562,12 @@ Status PipelineExecutor::forward(int mb, int chunk) {
     double loss = 0;
     SPW_TRY(block.forward(data, b == 0 ? input : &s->acts.at(b), output, s->states[b], &loss));
     if (block.computes_loss()) losses_[static_cast<std::size_t>(mb)] = loss;
+  }
+  if (engine_) {
+    std::size_t bytes = s->grads.bytes();
+    for (Tensor* t : stash_tensors(*s, chunk)) bytes += t->bytes();
+    std::size_t& estimate = stash_estimate_[static_cast<std::size_t>(chunk)];
+    estimate = std::max(estimate, bytes);
   }
   // With one pipeline rank the next stage is local: hand the output over directly.
   const int stage = global_stage(chunk);

@@ -147,6 +147,7 @@ class PipelineExecutor {
   Status prefetch(int mb, int chunk);
   Status settle_eviction(Slot& slot, int chunk, int mb, bool block);
   Status ensure_resident(Slot& slot, int chunk, int mb);
+  Status make_room(std::size_t bytes);
   Result<Slot*> slot(int chunk, int mb);
   Status retire_if_done(int chunk, int mb);
   void release_if_offloading(Slot& slot);
@@ -210,6 +211,7 @@ class PipelineExecutor {
   std::unique_ptr<offload::OffloadEngine> engine_;
   std::vector<std::pair<int, int>> evicting_;  // (chunk, mb) whose eviction may be running
   std::int64_t failed_evictions_ = 0;
+  std::vector<std::size_t> stash_estimate_;  // [chunk] the most one forward allocated so far
 };
 
 }  // namespace spw

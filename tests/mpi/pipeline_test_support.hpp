@@ -1,0 +1,164 @@
+// Shared by the MPI pipeline tests: a tiny GPT, the single-rank reference run, and a pipeline
+// run on the first P·R ranks of the world with its losses and weights gathered on rank 0.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kernels/memory_ledger.hpp"
+#include "runtime/pipeline_executor.hpp"
+#include "runtime/train_command.hpp"
+#include "runtime/trainer.hpp"
+
+namespace spw {
+
+inline constexpr int kSteps = 10;
+
+inline int world_rank() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+inline int world_size() {
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return size;
+}
+
+// Eight blocks (embedding, six transformer blocks, head), so four ranks can hold two
+// chunks each. SGD with momentum: its update is linear in the gradient, so the rounding
+// differences of a differently ordered sum (replicas) stay rounding-sized; AdamW divides
+// by sqrt(v) and blows up the noise on gradients that are zero in exact arithmetic.
+inline TrainSettings tiny_gpt(int global_microbatches, const std::string& optimizer = "sgd") {
+  TrainSettings s;
+  s.model.kind = "gpt";
+  s.model.gpt.layers = 6;
+  s.model.gpt.d_model = 16;
+  s.model.gpt.heads = 2;
+  s.model.gpt.seq = 8;
+  s.data.source = DataKind::synthetic;
+  s.batch = 16;
+  s.microbatches = global_microbatches;
+  s.steps = kSteps;
+  s.optimizer.kind = optimizer;
+  s.optimizer.lr = optimizer == "sgd" ? 0.1 : 1e-2;
+  s.optimizer.momentum = 0.9;
+  s.optimizer.weight_decay = 0.01;
+  s.seed = 7;
+  return s;
+}
+
+struct Outcome {
+  bool ok = false;
+  std::string error;
+  std::vector<double> loss;
+  std::map<std::string, std::vector<float>> weights;  // rank 0 only
+  std::map<std::string, std::vector<float>> replica1_weights;
+  std::size_t peak_stash_bytes = 0;  // the largest over the run's ranks, on rank 0
+  std::size_t peak_bytes = 0;        // the largest total over the run's ranks, on rank 0
+  double bytes_evicted = 0;          // summed over the run's ranks, on rank 0
+};
+
+inline Outcome reference(const TrainSettings& settings) {
+  Outcome run;
+  auto trainer = Trainer::create(settings);
+  if (!trainer.ok()) {
+    run.error = trainer.status().message();
+    return run;
+  }
+  for (int i = 0; i < kSteps; ++i) {
+    StepResult step;
+    const Status status = (*trainer)->run_step(step);
+    if (!status.ok()) {
+      run.error = status.message();
+      return run;
+    }
+    run.loss.push_back(step.loss);
+  }
+  for (const auto& p : (*trainer)->model().parameters()) {
+    run.weights[p.name].assign(p.value->data(), p.value->data() + p.value->numel());
+  }
+  run.ok = true;
+  return run;
+}
+
+// Collective over MPI_COMM_WORLD; ranks beyond P·R sit the run out.
+inline Outcome pipeline(const TrainSettings& train, const std::string& schedule, int P, int R,
+                 const OffloadConfig& offload = {}) {
+  const int rank = world_rank();
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, rank < P * R ? 0 : MPI_UNDEFINED, rank, &comm);
+  Outcome run;
+  if (comm != MPI_COMM_NULL) {
+    ParallelConfig parallel;
+    parallel.stages.form = StagesSpec::Form::count;
+    parallel.stages.count = P * (schedule == "interleaved" ? 2 : 1);
+    parallel.chunks = schedule == "interleaved" ? 2 : 1;
+    parallel.replicas = R;
+    parallel.schedule = schedule == "gpipe"         ? ScheduleKind::gpipe
+                        : schedule == "1f1b"        ? ScheduleKind::one_f_one_b
+                        : schedule == "interleaved" ? ScheduleKind::interleaved
+                                                    : ScheduleKind::zb_h1;
+    PipelineSettings settings;
+    settings.train = train;
+    settings.offload = offload;
+    MemoryLedger::process().reset_peaks();
+    auto layout = make_pipeline_layout(parallel, train.model.block_count(), train.batch,
+                                       train.microbatches, P * R);
+    Status status = layout.status();
+    double evicted = 0;
+    if (layout.ok()) {
+      settings.layout = *layout;
+      auto executor = PipelineExecutor::create(settings, comm);
+      status = executor.status();
+      for (int i = 0; status.ok() && i < kSteps; ++i) {
+        StepResult step;
+        status = (*executor)->run_step(step);
+        run.loss.push_back(step.loss);
+      }
+      if (status.ok()) {
+        auto weights = (*executor)->gather_parameters(0);
+        auto replica1 = R > 1 ? (*executor)->gather_parameters(1) : weights;
+        status = weights.ok() ? replica1.status() : weights.status();
+        if (status.ok()) {
+          run.weights = std::move(weights).value();
+          if (R > 1) run.replica1_weights = std::move(replica1).value();
+        }
+      }
+      if (executor.ok()) {
+        evicted = static_cast<double>((*executor)->offload_totals().engine.bytes_evicted);
+      }
+    }
+    run.ok = status.ok();
+    run.error = status.message();
+    unsigned long long peak = MemoryLedger::process().snapshot().peak_of(MemoryCategory::stash);
+    unsigned long long largest = 0;
+    MPI_Reduce(&peak, &largest, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, 0, comm);
+    run.peak_stash_bytes = largest;
+    unsigned long long total = MemoryLedger::process().snapshot().peak_total;
+    MPI_Reduce(&total, &largest, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, 0, comm);
+    run.peak_bytes = largest;
+    (void)MemoryLedger::process().set_cap(std::nullopt);  // the cap is the process's
+    MPI_Reduce(&evicted, &run.bytes_evicted, 1, MPI_DOUBLE, MPI_SUM, 0, comm);
+    MPI_Comm_free(&comm);
+  }
+  return run;
+}
+
+inline double max_relative(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, scale = 0;
+  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    diff = std::max(diff, std::abs(static_cast<double>(a[i]) - b[i]));
+    scale = std::max(scale, std::abs(static_cast<double>(b[i])));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+}  // namespace spw
