@@ -258,7 +258,11 @@ Result<std::int64_t> PipelineExecutor::measure_stash_bytes() {
     std::int64_t bytes = 0;
     for (Tensor* t : stash_tensors(*s, chunk)) bytes += static_cast<std::int64_t>(t->bytes());
     largest = std::max(largest, bytes);
+    stash_estimate_[c] = static_cast<std::size_t>(bytes) + s->grads.bytes();
     active_[c][0] = nullptr;
+    s->acts.release();  // offloading runs keep no pooled memory (release_if_offloading)
+    s->grads.release();
+    for (BlockState& state : s->states) state.release();
     free_slots_[c].push_back(s);
   }
   return largest;
@@ -364,7 +368,8 @@ Status PipelineExecutor::make_room(std::size_t bytes) {
   MemoryLedger& ledger = MemoryLedger::process();
   const std::optional<std::size_t> cap = ledger.cap();
   if (!engine_ || !cap) return Status::success();
-  while (!evicting_.empty() && ledger.current_total() + bytes > *cap) {
+  // Not knowing the size yet (nothing measured), assume the worst: wait for everything.
+  while (!evicting_.empty() && (bytes == 0 || ledger.current_total() + bytes > *cap)) {
     const auto [chunk, mb] = evicting_.front();
     evicting_.erase(evicting_.begin());
     Slot* s = active_[static_cast<std::size_t>(chunk)][static_cast<std::size_t>(mb)];
@@ -582,6 +587,9 @@ Status PipelineExecutor::forward(int mb, int chunk) {
 Status PipelineExecutor::backward_input(int mb, int chunk) {
   SPW_ASSIGN_OR_RETURN(Slot * s, slot(chunk, mb));
   SPW_TRY(ensure_resident(*s, chunk, mb));
+  // Its gradients need room too: let pending evictions finish first under a cap.
+  SPW_TRY(make_room(s->grads.bytes() > 0 ? s->grads.bytes()
+                                         : stash_estimate_[static_cast<std::size_t>(chunk)]));
   Model& model = *chunks_[static_cast<std::size_t>(chunk)];
   const MicrobatchData& data = microbatches_[static_cast<std::size_t>(mb)];
   SPW_ASSIGN_OR_RETURN(Tensor * input, chunk_input(*s, chunk, mb));

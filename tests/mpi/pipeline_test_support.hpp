@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
@@ -122,6 +123,11 @@ inline Outcome pipeline(const TrainSettings& train, const std::string& schedule,
         StepResult step;
         status = (*executor)->run_step(step);
         run.loss.push_back(step.loss);
+        if (!status.ok()) {
+          // Peers are blocked on this rank: end the test run now rather than at a timeout.
+          std::fprintf(stderr, "rank %d failed mid-run: %s\n", rank, status.message().c_str());
+          MPI_Abort(MPI_COMM_WORLD, 2);
+        }
       }
       if (status.ok()) {
         auto weights = (*executor)->gather_parameters(0);
