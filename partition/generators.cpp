@@ -15,6 +15,7 @@ constexpr Entry kGenerators[] = {
     {"1f1b", make_1f1b},
     {"interleaved-1f1b", make_interleaved_1f1b},
     {"zb-h1", make_zb_h1},
+    {"pipefb", make_pipefb},
 };
 
 }  // namespace

@@ -4,7 +4,9 @@
 // Every generator emits the communication explicitly (RecvAct right before a Forward whose
 // input lives on another rank, SendAct right after a Forward whose output does, RecvGrad /
 // SendGrad likewise around BackwardInput), a ReduceGrads(chunk) right after the chunk's last
-// BackwardWeight when data_parallel is set, and a final OptimizerStep on every rank.
+// BackwardWeight when data_parallel is set, and a final OptimizerStep on every rank that
+// runs backwards (PipeFB adds the stash and parameter transfers between its two ranks per
+// stage; its forward-only ranks end with RecvParams instead).
 #pragma once
 
 #include <string>
@@ -17,7 +19,7 @@
 namespace spw::sched {
 
 struct ScheduleShape {
-  int ranks = 1;         // P, ranks in the pipeline
+  int ranks = 1;         // P, ranks in the pipeline (PipeFB: stages; it uses 2P ranks)
   int microbatches = 1;  // m, per iteration
   int chunks = 1;        // v, model chunks per rank (interleaved only; 1 otherwise)
   bool data_parallel = false;
@@ -38,7 +40,15 @@ Result<Schedule> make_interleaved_1f1b(const ScheduleShape& shape);
 // rank does, and the deferred W passes fill the cool-down. Needs v = 1.
 Result<Schedule> make_zb_h1(const ScheduleShape& shape);
 
-// By name: "gpipe", "1f1b", "interleaved-1f1b", "zb-h1"; not_found for another name.
+// PipeFB: stage s runs its forwards on rank s and its backwards on rank P + s (see
+// schedule.hpp, Placement), so shape.ranks (P) counts stages and the schedule has 2P
+// ranks. Forward ranks stream the m forwards and send each stash to their backward rank,
+// which runs B and W in microbatch order, steps and sends the parameters back; only the
+// backward ranks reduce and step. Needs v = 1. One stash per rank with free links.
+Result<Schedule> make_pipefb(const ScheduleShape& shape);
+
+// By name: "gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "pipefb"; not_found for another
+// name.
 Result<Schedule> make_schedule(std::string_view name, const ScheduleShape& shape);
 std::vector<std::string> schedule_names();
 

@@ -466,6 +466,9 @@ Result<Plan> make_plan(const PlanRequest& request) {
     if (std::find(known.begin(), known.end(), name) == known.end())
       return bad("planner: unknown schedule '" + name +
                  "' (known: gpipe, 1f1b, interleaved-1f1b, zb-h1)");
+  if (std::find(request.schedules.begin(), request.schedules.end(), "pipefb") !=
+      request.schedules.end())
+    return error(StatusCode::unsupported, "planner: the planner does not model pipefb yet");
   return Search(request).run();
 }
 

@@ -150,6 +150,10 @@ Status check_layout(const ModelProfile& profile, const RankTopology& topology,
   const auto names = schedule_names();
   if (std::find(names.begin(), names.end(), l.schedule) == names.end())
     return error(StatusCode::not_found, "layout: unknown schedule '" + l.schedule + "'");
+  // The cost model gives each pipeline rank one rank of the topology per stage; PipeFB's
+  // two ranks per stage need their own mapping.
+  if (l.schedule == "pipefb")
+    return error(StatusCode::unsupported, "layout: the planner does not model pipefb yet");
   return Status::success();
 }
 
@@ -226,6 +230,11 @@ Result<CostModel> make_cost_model(const ModelProfile& profile, const RankTopolog
 Result<Prediction> predict(const Schedule& schedule, const BlockSums& blocks,
                            const RankTopology& topology, const PipelineLayout& layout,
                            bool ideal) {
+  if (schedule.placed())
+    return error(StatusCode::unsupported,
+                 "predict: schedule '" + schedule.name +
+                     "' runs a stage's forwards and backwards on two ranks, which the planner "
+                     "does not model yet");
   Prediction out;
   out.peak_memory_bytes.assign(index(layout.pipeline_ranks), 0);
   std::vector<CostModel> seen;

@@ -1,7 +1,9 @@
 // What every generator shares: checking its shape and turning a per-rank order of compute
 // passes into full instruction lists. Generators decide only the order of F, B and W; the
 // communication, reduces and optimizer step follow from placement, so they are added here
-// once instead of being re-derived (and possibly mis-derived) by each generator.
+// once instead of being re-derived (and possibly mis-derived) by each generator. Classic
+// placement only: a schedule that splits a stage over two ranks (PipeFB) writes its lists
+// itself.
 #pragma once
 
 #include <string>

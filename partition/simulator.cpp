@@ -1,6 +1,7 @@
 #include "partition/simulator.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
@@ -100,12 +101,11 @@ class Clock {
         collective_(P_, 0),
         offload_(P_, 0),
         link_free_(P_ * P_, 0),
-        act_arrival_(cells_, kNotYet),
-        grad_arrival_(cells_, kNotYet),
         act_held_(cells_, 0),
         grad_held_(cells_, 0),
         stash_ready_(cells_, 0),
         events_(P_) {
+    arrival_.fill(std::vector<double>(cells_, kNotYet));
     out_.timeline.resize(P_);
     out_.busy_s.assign(P_, 0);
   }
@@ -119,6 +119,17 @@ class Clock {
   std::size_t cell(int mb, int stage) const {
     return static_cast<std::size_t>(mb * s_.stages() + stage);
   }
+  // As in the validator: by (mb, sending stage), parameters by stage alone.
+  std::size_t key(const Transfer& transfer) const {
+    return transfer.payload == Payload::parameters
+               ? static_cast<std::size_t>(transfer.from_stage)
+               : cell(transfer.mb, transfer.from_stage);
+  }
+  double& arrival(const Transfer& transfer) {
+    return arrival_[static_cast<std::size_t>(transfer.payload)][key(transfer)];
+  }
+  std::int64_t bytes_of(const Transfer& transfer) const;
+  void transfer(int rank, const Instruction& in);
   const Link& link(int from, int to) const {
     return c_.links.empty()
                ? c_.link
@@ -136,7 +147,7 @@ class Clock {
   const CostModel& c_;
   std::size_t P_, cells_;
   std::vector<double> compute_, collective_, offload_, link_free_;
-  std::vector<double> act_arrival_, grad_arrival_;  // by (mb, sending stage)
+  std::array<std::vector<double>, kPayloads> arrival_;  // [payload][key()]
   std::vector<std::int64_t> act_held_, grad_held_;  // received bytes, by (mb, receiving stage)
   std::vector<double> stash_ready_;                 // by (mb, stage): end of its last prefetch
   std::vector<std::vector<std::pair<double, std::int64_t>>> events_;  // memory, per rank
@@ -146,9 +157,51 @@ class Clock {
 bool Clock::ready(int rank, const Instruction& in) const {
   if (!is_recv(in.op)) return true;
   // The schedule is validated, so the transfer is well formed.
-  const auto transfer = transfer_of(s_, rank, in);
-  const auto& arrival = transfer->gradient ? grad_arrival_ : act_arrival_;
-  return arrival[cell(in.mb, transfer->from_stage)] != kNotYet;
+  const Transfer transfer = *transfer_of(s_, rank, in);
+  return arrival_[static_cast<std::size_t>(transfer.payload)][key(transfer)] != kNotYet;
+}
+
+std::int64_t Clock::bytes_of(const Transfer& transfer) const {
+  switch (transfer.payload) {
+    case Payload::activation:
+    case Payload::gradient:
+      return cost(std::min(transfer.from_stage, transfer.to_stage)).activation_bytes;
+    case Payload::stash:
+      return cost(transfer.from_stage).stash_bytes;
+    case Payload::parameters:
+      return cost(transfer.from_stage).parameter_bytes;
+  }
+  return 0;
+}
+
+// Activations and gradients use transfer buffers: a send holds its bytes from issue to
+// arrival, a receive from when it is reached until the F or B consuming it ends. A stash
+// is its own buffer: the forward rank frees it when the transfer arrives, the backward
+// rank holds it from the RecvStash until W ends. Parameters move in place, from the
+// backward rank's updated tensors into the forward rank's (its forwards are done by then).
+void Clock::transfer(int rank, const Instruction& in) {
+  const auto r = static_cast<std::size_t>(rank);
+  const double now = compute_[r];
+  const Transfer t = *transfer_of(s_, rank, in);
+  const std::int64_t bytes = bytes_of(t);
+  const bool buffered = t.payload == Payload::activation || t.payload == Payload::gradient;
+  double& arrives = arrival(t);
+  if (is_send(in.op)) {
+    const Link& l = link(rank, in.peer);
+    double& free_at = link_free_[r * P_ + static_cast<std::size_t>(in.peer)];
+    const double start = std::max(now, free_at);
+    arrives = start + l.latency_s + static_cast<double>(bytes) / l.bandwidth_bytes_per_s;
+    free_at = arrives;
+    if (buffered) memory(rank, now, bytes);
+    if (buffered || t.payload == Payload::stash) memory(rank, arrives, -bytes);
+    out_.timeline[r].push_back({in, start, arrives, Stream::link});
+    return;
+  }
+  if (buffered)
+    (t.payload == Payload::gradient ? grad_held_ : act_held_)[cell(in.mb, t.to_stage)] = bytes;
+  if (buffered || t.payload == Payload::stash) memory(rank, now, bytes);
+  compute_[r] = std::max(now, arrives);
+  out_.timeline[r].push_back({in, now, compute_[r], Stream::compute});
 }
 
 void Clock::compute(int rank, const Instruction& in) {
@@ -186,29 +239,7 @@ void Clock::step(int rank, const Instruction& in) {
   const auto r = static_cast<std::size_t>(rank);
   if (is_compute(in.op) || in.op == Op::optimizer_step) return compute(rank, in);
   const double now = compute_[r];
-  if (is_send(in.op) || is_recv(in.op)) {
-    const auto transfer = transfer_of(s_, rank, in);
-    const std::int64_t bytes =
-        cost(std::min(transfer->from_stage, transfer->to_stage)).activation_bytes;
-    auto& arrival =
-        (transfer->gradient ? grad_arrival_ : act_arrival_)[cell(in.mb, transfer->from_stage)];
-    if (is_send(in.op)) {
-      const Link& l = link(rank, in.peer);
-      double& free_at = link_free_[r * P_ + static_cast<std::size_t>(in.peer)];
-      const double start = std::max(now, free_at);
-      arrival = start + l.latency_s + static_cast<double>(bytes) / l.bandwidth_bytes_per_s;
-      free_at = arrival;
-      memory(rank, now, bytes);
-      memory(rank, arrival, -bytes);
-      out_.timeline[r].push_back({in, start, arrival, Stream::link});
-    } else {
-      (transfer->gradient ? grad_held_ : act_held_)[cell(in.mb, transfer->to_stage)] = bytes;
-      memory(rank, now, bytes);
-      compute_[r] = std::max(now, arrival);
-      out_.timeline[r].push_back({in, now, compute_[r], Stream::compute});
-    }
-    return;
-  }
+  if (is_send(in.op) || is_recv(in.op)) return transfer(rank, in);
   if (in.op == Op::reduce_grads) {
     const double start = std::max(now, collective_[r]);
     collective_[r] = start + cost(s_.stage(rank, in.chunk)).reduce_grads_s;
@@ -231,10 +262,13 @@ void Clock::step(int rank, const Instruction& in) {
 }
 
 std::int64_t Clock::peak_memory(int rank) {
+  // Only the rank running a stage's backwards holds its gradients and optimizer state.
   std::int64_t level = 0;
-  for (int chunk = 0; chunk < s_.chunks; ++chunk) {
-    const StageCost& sc = cost(s_.stage(rank, chunk));
-    level += sc.parameter_bytes + sc.gradient_bytes + sc.optimizer_state_bytes;
+  for (int chunk = 0; chunk < s_.chunks_on(rank); ++chunk) {
+    const int stage = s_.stage(rank, chunk);
+    const StageCost& sc = cost(stage);
+    level += sc.parameter_bytes;
+    if (s_.backward_rank_of(stage) == rank) level += sc.gradient_bytes + sc.optimizer_state_bytes;
   }
   auto& events = events_[static_cast<std::size_t>(rank)];
   // Frees sort before allocations at the same instant.

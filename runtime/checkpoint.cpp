@@ -107,25 +107,35 @@ Status errno_error(const std::string& what) {
 }
 
 // Names become HDF5 link names at the root, next to the two groups of the layout.
+Status check_name(const std::string& name, std::unordered_set<std::string>& seen) {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) {
+    return error(StatusCode::invalid_argument,
+                 "parameter name '" + name + "' cannot name a checkpoint dataset");
+  }
+  if (name == kOptimizerGroup || name == kMetaGroup) {
+    return error(StatusCode::invalid_argument,
+                 "parameter name '" + name + "' is reserved for a checkpoint group");
+  }
+  if (!seen.insert(name).second) {
+    return error(StatusCode::invalid_argument, "parameter '" + name + "' is listed twice");
+  }
+  return Status::success();
+}
+
 Status check_names(const std::vector<NamedParameter>& params) {
   std::unordered_set<std::string> seen;
   for (const NamedParameter& p : params) {
-    if (p.name.empty() || p.name == "." || p.name == ".." ||
-        p.name.find('/') != std::string::npos) {
-      return error(StatusCode::invalid_argument,
-                   "parameter name '" + p.name + "' cannot name a checkpoint dataset");
-    }
-    if (p.name == kOptimizerGroup || p.name == kMetaGroup) {
-      return error(StatusCode::invalid_argument,
-                   "parameter name '" + p.name + "' is reserved for a checkpoint group");
-    }
-    if (!seen.insert(p.name).second) {
-      return error(StatusCode::invalid_argument, "parameter '" + p.name + "' is listed twice");
-    }
+    SPW_TRY(check_name(p.name, seen));
     if (p.value == nullptr) {
       return error(StatusCode::invalid_argument, "parameter '" + p.name + "' has no tensor");
     }
   }
+  return Status::success();
+}
+
+Status check_names(const std::vector<CheckpointTensorSpec>& specs) {
+  std::unordered_set<std::string> seen;
+  for (const CheckpointTensorSpec& spec : specs) SPW_TRY(check_name(spec.name, seen));
   return Status::success();
 }
 
@@ -143,36 +153,32 @@ Status check_names(const std::vector<NamedParameter>& params) {
 static_assert(std::endian::native == std::endian::little,
               "checkpoint datasets are little-endian float32");
 
-// Where one tensor's bytes go in the file.
-struct RawRegion {
-  haddr_t offset;
-  const Tensor* tensor;
-};
-
 struct Layout {
   Hid dataset_create;  // contiguous, allocated at creation, never filled
-  std::vector<RawRegion> regions;
+  std::vector<std::int64_t> offsets;  // per dataset in creation order; -1 when it has no bytes
 };
 
 Status create_dataset(hid_t loc, const std::string& name, const std::string& label,
-                      const Tensor& tensor, Layout& layout) {
-  const Shape& shape = tensor.shape();
-  hsize_t dims[Shape::kMaxRank] = {};
-  for (int i = 0; i < shape.rank(); ++i) dims[i] = static_cast<hsize_t>(shape[i]);
+                      const std::vector<std::int64_t>& shape, Layout& layout) {
+  std::vector<hsize_t> dims(shape.begin(), shape.end());
+  const int rank = static_cast<int>(dims.size());
   // A PyTorch scalar (shape ()) is an HDF5 scalar dataspace, which h5py reads as shape ().
-  Hid space(
-      shape.rank() == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(shape.rank(), dims, nullptr),
-      H5Sclose);
+  Hid space(rank == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(rank, dims.data(), nullptr),
+            H5Sclose);
   if (!space.valid()) return hdf5_error("creating the dataspace of '" + label + "'");
   Hid dataset(H5Dcreate2(loc, name.c_str(), H5T_IEEE_F32LE, space.get(), H5P_DEFAULT,
                          layout.dataset_create.get(), H5P_DEFAULT),
               H5Dclose);
   if (!dataset.valid()) return hdf5_error("creating dataset '" + label + "'");
-  if (tensor.numel() > 0) {
-    const haddr_t offset = H5Dget_offset(dataset.get());
-    if (offset == HADDR_UNDEF) return hdf5_error("placing dataset '" + label + "'");
-    layout.regions.push_back({offset, &tensor});
+  std::int64_t numel = 1;
+  for (const std::int64_t d : shape) numel *= d;
+  std::int64_t offset = -1;
+  if (numel > 0) {
+    const haddr_t address = H5Dget_offset(dataset.get());
+    if (address == HADDR_UNDEF) return hdf5_error("placing dataset '" + label + "'");
+    offset = static_cast<std::int64_t>(address);
   }
+  layout.offsets.push_back(offset);
   return Status::success();
 }
 
@@ -211,25 +217,23 @@ Result<Hid> create_group(hid_t loc, const std::string& name) {
   return group;
 }
 
-Status lay_out_optimizer(hid_t file, const Optimizer& optimizer, Layout& layout) {
+Status lay_out_optimizer(hid_t file, const CheckpointOutline& outline, Layout& layout) {
   SPW_ASSIGN_OR_RETURN(Hid group, create_group(file, kOptimizerGroup));
-  const OptimizerSettings& s = optimizer.settings();
+  const OptimizerSettings& s = outline.optimizer_settings;
   SPW_TRY(write_string(group.get(), "kind", s.kind));
-  SPW_TRY(write_int(group.get(), "step", optimizer.step_count()));
+  SPW_TRY(write_int(group.get(), "step", outline.optimizer_step));
   SPW_TRY(write_double(group.get(), "lr", s.lr));
   SPW_TRY(write_double(group.get(), "momentum", s.momentum));
   SPW_TRY(write_double(group.get(), "beta1", s.beta1));
   SPW_TRY(write_double(group.get(), "beta2", s.beta2));
   SPW_TRY(write_double(group.get(), "eps", s.eps));
   SPW_TRY(write_double(group.get(), "weight_decay", s.weight_decay));
-  const auto& names = optimizer.state_names();
-  for (std::size_t i = 0; i < optimizer.parameters().size(); ++i) {
-    const std::string& name = optimizer.parameters()[i].name;
-    SPW_ASSIGN_OR_RETURN(Hid sub, create_group(group.get(), name));
-    for (std::size_t slot = 0; slot < names.size(); ++slot) {
-      SPW_TRY(create_dataset(sub.get(), names[slot],
-                             std::string(kOptimizerGroup) + "/" + name + "/" + names[slot],
-                             optimizer.state(i, slot), layout));
+  for (const CheckpointTensorSpec& p : outline.optimizer_parameters) {
+    SPW_ASSIGN_OR_RETURN(Hid sub, create_group(group.get(), p.name));
+    for (const std::string& state : outline.state_names) {
+      SPW_TRY(create_dataset(sub.get(), state,
+                             std::string(kOptimizerGroup) + "/" + p.name + "/" + state, p.shape,
+                             layout));
     }
   }
   return Status::success();
@@ -247,9 +251,8 @@ Status lay_out_meta(hid_t file, const CheckpointMeta& meta) {
 }
 
 // Builds the whole file except tensor bytes in `image_path` and returns where those go.
-Result<std::vector<RawRegion>> lay_out(const std::string& image_path,
-                                       const std::vector<NamedParameter>& params,
-                                       const Optimizer* optimizer, const CheckpointMeta& meta) {
+Result<std::vector<std::int64_t>> lay_out(const std::string& image_path,
+                                          const CheckpointOutline& outline) {
   Layout layout{Hid(H5Pcreate(H5P_DATASET_CREATE), H5Pclose), {}};
   if (!layout.dataset_create.valid() ||
       H5Pset_layout(layout.dataset_create.get(), H5D_CONTIGUOUS) < 0 ||
@@ -259,13 +262,13 @@ Result<std::vector<RawRegion>> lay_out(const std::string& image_path,
   }
   Hid file(H5Fcreate(image_path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
   if (!file.valid()) return hdf5_error("creating the HDF5 layout in " + image_path);
-  for (const NamedParameter& p : params) {
-    SPW_TRY(create_dataset(file.get(), p.name, p.name, *p.value, layout));
+  for (const CheckpointTensorSpec& p : outline.parameters) {
+    SPW_TRY(create_dataset(file.get(), p.name, p.name, p.shape, layout));
   }
-  if (optimizer != nullptr) SPW_TRY(lay_out_optimizer(file.get(), *optimizer, layout));
-  SPW_TRY(lay_out_meta(file.get(), meta));
+  if (outline.has_optimizer) SPW_TRY(lay_out_optimizer(file.get(), outline, layout));
+  SPW_TRY(lay_out_meta(file.get(), outline.meta));
   if (file.close() < 0) return hdf5_error("closing the HDF5 layout in " + image_path);
-  return std::move(layout.regions);
+  return std::move(layout.offsets);
 }
 
 // A file descriptor that closes itself; close() reports the error NFS may keep until then.
@@ -356,18 +359,13 @@ class StagingFile {
   std::string path_;
 };
 
-// Writes the image and the tensor bytes to `out_path` and flushes them to disk: without
-// fsync a crash after the rename could leave a complete-looking name over missing data.
-Status write_file(int image, const std::vector<RawRegion>& regions, const std::string& out_path) {
+// Writes the image to `out_path`, sized to the whole file: the tensor regions stay holes.
+Status write_skeleton(int image, const std::string& out_path) {
   struct stat image_stat {};
   if (::fstat(image, &image_stat) != 0) return errno_error("sizing the HDF5 layout");
   Fd out(::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
   if (!out.valid()) return errno_error("creating " + out_path);
   SPW_TRY(copy_image(image, image_stat.st_size, out.get(), out_path));
-  for (const RawRegion& region : regions) {
-    SPW_TRY(write_all(out.get(), region.tensor->data(), region.tensor->bytes(),
-                      static_cast<off_t>(region.offset), out_path));
-  }
   if (::ftruncate(out.get(), image_stat.st_size) != 0) return errno_error("sizing " + out_path);
   if (::fsync(out.get()) != 0) return errno_error("flushing " + out_path);
   if (out.close() != 0) return errno_error("closing " + out_path);
@@ -650,30 +648,120 @@ Result<CheckpointMeta> read_meta(Reader& reader) {
   return meta;
 }
 
+std::vector<std::int64_t> dims_of(const Shape& shape) {
+  std::vector<std::int64_t> dims;
+  for (int i = 0; i < shape.rank(); ++i) dims.push_back(shape[i]);
+  return dims;
+}
+
 }  // namespace
+
+CheckpointOutline checkpoint_outline(const std::vector<NamedParameter>& params,
+                                     const Optimizer* optimizer, const CheckpointMeta& meta) {
+  CheckpointOutline outline;
+  for (const NamedParameter& p : params) {
+    outline.parameters.push_back({p.name, p.value != nullptr ? dims_of(p.value->shape())
+                                                          : std::vector<std::int64_t>{}});
+  }
+  if (optimizer != nullptr) {
+    outline.has_optimizer = true;
+    outline.optimizer_settings = optimizer->settings();
+    outline.optimizer_step = optimizer->step_count();
+    outline.state_names = optimizer->state_names();
+    for (const NamedParameter& p : optimizer->parameters()) {
+      outline.optimizer_parameters.push_back({p.name, dims_of(p.value->shape())});
+    }
+  }
+  outline.meta = meta;
+  return outline;
+}
+
+Result<std::vector<CheckpointRegion>> checkpoint_regions(const std::vector<NamedParameter>& params,
+                                                         const Optimizer* optimizer,
+                                                         const std::vector<std::int64_t>& offsets) {
+  std::vector<const Tensor*> tensors;
+  for (const NamedParameter& p : params) tensors.push_back(p.value);
+  if (optimizer != nullptr) {
+    for (std::size_t i = 0; i < optimizer->parameters().size(); ++i) {
+      for (std::size_t slot = 0; slot < optimizer->state_names().size(); ++slot) {
+        // The outline gives state datasets their parameter's shape.
+        if (optimizer->state(i, slot).shape() != optimizer->parameters()[i].value->shape()) {
+          return error(StatusCode::internal, "optimizer state '" + optimizer->state_names()[slot] +
+                                                 "' of '" + optimizer->parameters()[i].name +
+                                                 "' is not shaped like its parameter");
+        }
+        tensors.push_back(&optimizer->state(i, slot));
+      }
+    }
+  }
+  if (tensors.size() != offsets.size()) {
+    return error(StatusCode::internal, "the checkpoint layout has " +
+                                           std::to_string(offsets.size()) + " datasets for " +
+                                           std::to_string(tensors.size()) + " tensors");
+  }
+  std::vector<CheckpointRegion> regions;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (offsets[i] >= 0 && tensors[i]->numel() > 0) regions.push_back({offsets[i], tensors[i]});
+  }
+  return regions;
+}
+
+Result<std::vector<std::int64_t>> create_checkpoint_skeleton(const std::string& temporary,
+                                                             const CheckpointOutline& outline) {
+  SPW_TRY(check_names(outline.parameters));
+  SPW_TRY(check_names(outline.optimizer_parameters));
+  const QuietHdf5 quiet;
+  StagingFile staging;
+  SPW_TRY(staging.create());
+  SPW_ASSIGN_OR_RETURN(std::vector<std::int64_t> offsets, lay_out(staging.path(), outline));
+  const Status status = write_skeleton(staging.fd(), temporary);
+  if (!status.ok()) {
+    std::remove(temporary.c_str());
+    return status;
+  }
+  return offsets;
+}
+
+Status write_checkpoint_tensors(const std::string& temporary,
+                                const std::vector<CheckpointRegion>& regions) {
+  Fd out(::open(temporary.c_str(), O_WRONLY | O_CLOEXEC));
+  if (!out.valid()) return errno_error("opening " + temporary);
+  for (const CheckpointRegion& region : regions) {
+    SPW_TRY(write_all(out.get(), region.tensor->data(), region.tensor->bytes(),
+                      static_cast<off_t>(region.offset), temporary));
+  }
+  // Without fsync a crash after the rename could leave a complete-looking name over
+  // missing data.
+  if (::fsync(out.get()) != 0) return errno_error("flushing " + temporary);
+  if (out.close() != 0) return errno_error("closing " + temporary);
+  return Status::success();
+}
+
+Status publish_checkpoint(const std::string& temporary, const std::string& path) {
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    return errno_error("renaming " + temporary + " to " + path);
+  }
+  sync_parent_directory(path);
+  return Status::success();
+}
 
 Status save_checkpoint(const std::string& path, const std::vector<NamedParameter>& params,
                        const Optimizer* optimizer, const CheckpointMeta& meta) {
   const std::string context = "writing checkpoint " + path;
   SPW_TRY(check_names(params).with_context(context));
   if (optimizer != nullptr) SPW_TRY(check_names(optimizer->parameters()).with_context(context));
-  const QuietHdf5 quiet;
-  StagingFile staging;
-  SPW_TRY(staging.create().with_context(context));
-  auto regions = lay_out(staging.path(), params, optimizer, meta);
-  if (!regions.ok()) return regions.status().with_context(context);
-
   // The pid keeps two processes that share a file system from writing the same temporary.
   const std::string temporary = path + ".tmp." + std::to_string(::getpid());
-  Status status = write_file(staging.fd(), regions.value(), temporary);
-  if (status.ok() && std::rename(temporary.c_str(), path.c_str()) != 0) {
-    status = errno_error("renaming " + temporary + " to " + path);
-  }
+  auto offsets = create_checkpoint_skeleton(temporary, checkpoint_outline(params, optimizer, meta));
+  if (!offsets.ok()) return offsets.status().with_context(context);
+  auto regions = checkpoint_regions(params, optimizer, *offsets);
+  Status status = regions.status();
+  if (status.ok()) status = write_checkpoint_tensors(temporary, *regions);
+  if (status.ok()) status = publish_checkpoint(temporary, path);
   if (!status.ok()) {
     std::remove(temporary.c_str());
     return status.with_context(context);
   }
-  sync_parent_directory(path);
   return Status::success();
 }
 
@@ -686,24 +774,62 @@ Status load_parameters(const std::string& path, const std::vector<NamedParameter
   return reader.read_all();
 }
 
-Status load_checkpoint(const std::string& path, const std::vector<NamedParameter>& params,
-                       Optimizer* optimizer, CheckpointMeta& meta) {
+struct CheckpointLoad::State {
+  explicit State(const std::string& path) : reader(path) {}
+  Reader reader;
+  Optimizer* optimizer = nullptr;
+  std::int64_t optimizer_step = 0;
+  CheckpointMeta meta;
+};
+
+CheckpointLoad::CheckpointLoad() = default;
+CheckpointLoad::~CheckpointLoad() {
+  const QuietHdf5 quiet;  // closing the file must not print either
+  state_.reset();
+}
+
+Result<std::unique_ptr<CheckpointLoad>> CheckpointLoad::prepare(
+    const std::string& path, const std::vector<NamedParameter>& params, Optimizer* optimizer) {
   SPW_TRY(check_names(params).with_context("loading checkpoint " + path));
   if (optimizer != nullptr) {
     SPW_TRY(check_names(optimizer->parameters()).with_context("loading checkpoint " + path));
   }
   const QuietHdf5 quiet;
+  auto load = std::unique_ptr<CheckpointLoad>(new CheckpointLoad());
+  load->state_ = std::make_unique<State>(path);
+  State& state = *load->state_;
+  SPW_TRY(state.reader.open());
+  SPW_TRY(expect_parameters(state.reader, params));
+  if (optimizer != nullptr) {
+    SPW_ASSIGN_OR_RETURN(state.optimizer_step, expect_optimizer(state.reader, *optimizer));
+  }
+  state.optimizer = optimizer;
+  SPW_ASSIGN_OR_RETURN(state.meta, read_meta(state.reader));
+  return load;
+}
+
+const CheckpointMeta& CheckpointLoad::meta() const { return state_->meta; }
+
+Status CheckpointLoad::apply() {
+  const QuietHdf5 quiet;
+  SPW_TRY(state_->reader.read_all());
+  if (state_->optimizer != nullptr) SPW_TRY(state_->optimizer->set_step(state_->optimizer_step));
+  return Status::success();
+}
+
+Result<CheckpointMeta> read_checkpoint_meta(const std::string& path) {
+  const QuietHdf5 quiet;
   Reader reader(path);
   SPW_TRY(reader.open());
-  SPW_TRY(expect_parameters(reader, params));
-  std::int64_t optimizer_step = 0;
-  if (optimizer != nullptr) {
-    SPW_ASSIGN_OR_RETURN(optimizer_step, expect_optimizer(reader, *optimizer));
-  }
-  SPW_ASSIGN_OR_RETURN(CheckpointMeta loaded, read_meta(reader));
-  SPW_TRY(reader.read_all());
-  if (optimizer != nullptr) SPW_TRY(optimizer->set_step(optimizer_step));
-  meta = std::move(loaded);
+  return read_meta(reader);
+}
+
+Status load_checkpoint(const std::string& path, const std::vector<NamedParameter>& params,
+                       Optimizer* optimizer, CheckpointMeta& meta) {
+  SPW_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointLoad> load,
+                       CheckpointLoad::prepare(path, params, optimizer));
+  SPW_TRY(load->apply());
+  meta = load->meta();
   return Status::success();
 }
 

@@ -16,12 +16,14 @@
 // Strings are variable-length UTF-8, which h5py returns as str and which is not bound by the
 // 64 KiB limit on attributes stored in an object header (config_json can be long).
 //
-// One rank writes a checkpoint, with serial HDF5 (default file access, no MPI-IO). HDF5 only
-// lays the file out, in a scratch file in /dev/shm (else $TMPDIR) that holds the metadata
-// alone; spillway then writes that image and the tensor bytes to "<path>.tmp.<pid>", fsyncs
-// it and renames it over <path>. A crash leaves the old checkpoint or the new one, never half
-// of one, and a full disk is an error like any other (HDF5 1.10 writing the file itself could
-// crash at exit after such an error: see checkpoint.cpp).
+// Serial HDF5 (default file access, no MPI-IO) only lays the file out, in a scratch file in
+// /dev/shm (else $TMPDIR) that holds the metadata alone; spillway then writes that image and
+// the tensor bytes to "<path>.tmp.<pid>", fsyncs it and renames it over <path>. A crash
+// leaves the old checkpoint or the new one, never half of one, and a full disk is an error
+// like any other (HDF5 1.10 writing the file itself could crash at exit after such an error:
+// see checkpoint.cpp). Since the layout needs names and shapes only, those steps can run in
+// different processes: a pipeline checkpoint is laid out by one rank and filled by each
+// rank with its own tensors (runtime/pipeline_checkpoint.hpp).
 //
 // Loads check every dataset (present, float32, the expected shape) before writing into any
 // tensor, so a checkpoint that does not fit the model changes nothing; only an I/O error in
@@ -32,6 +34,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -62,5 +65,82 @@ Status load_parameters(const std::string& path, const std::vector<NamedParameter
 // included, is changed unless every dataset checks out.
 Status load_checkpoint(const std::string& path, const std::vector<NamedParameter>& params,
                        Optimizer* optimizer, CheckpointMeta& meta);
+
+// The meta group alone: where a checkpoint resumes, before anything is built to load it.
+Result<CheckpointMeta> read_checkpoint_meta(const std::string& path);
+
+// A load in two halves, for callers that must know that every process can load before any
+// of them changes its state (a pipeline resume): prepare checks every dataset and reads the
+// meta, changing nothing; apply reads the tensors and sets the optimizer's step. `params`'
+// tensors and `optimizer` must outlive the load.
+class CheckpointLoad {
+ public:
+  static Result<std::unique_ptr<CheckpointLoad>> prepare(const std::string& path,
+                                                         const std::vector<NamedParameter>& params,
+                                                         Optimizer* optimizer);
+  ~CheckpointLoad();
+  CheckpointLoad(const CheckpointLoad&) = delete;
+  CheckpointLoad& operator=(const CheckpointLoad&) = delete;
+
+  const CheckpointMeta& meta() const;
+  // Only an I/O error in the middle of reading can leave tensors partly loaded.
+  Status apply();
+
+ private:
+  CheckpointLoad();
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// ---- save_checkpoint in steps that can run in different processes ----------------------
+//
+// On a file system every step's process sees: one process lays the whole file out and
+// creates the temporary, each writes its tensors' bytes where the layout put them, one
+// renames the temporary into place. The caller removes the temporary if any step fails.
+
+struct CheckpointTensorSpec {
+  std::string name;                 // state_dict key
+  std::vector<std::int64_t> shape;  // PyTorch's; empty for a scalar
+};
+
+// Everything a checkpoint holds but tensor bytes.
+struct CheckpointOutline {
+  std::vector<CheckpointTensorSpec> parameters;
+  bool has_optimizer = false;
+  OptimizerSettings optimizer_settings;
+  std::int64_t optimizer_step = 0;
+  std::vector<std::string> state_names;
+  // One group each, with one dataset per state name shaped like the parameter.
+  std::vector<CheckpointTensorSpec> optimizer_parameters;
+  CheckpointMeta meta;
+};
+
+CheckpointOutline checkpoint_outline(const std::vector<NamedParameter>& params,
+                                     const Optimizer* optimizer, const CheckpointMeta& meta);
+
+// Creates `temporary` with the outline's whole HDF5 structure and holes where tensor bytes
+// go. Returns each tensor's byte offset, parameters first, then each optimizer parameter's
+// states in state_names order; -1 for a tensor without elements. Leaves no file on failure.
+Result<std::vector<std::int64_t>> create_checkpoint_skeleton(const std::string& temporary,
+                                                             const CheckpointOutline& outline);
+
+struct CheckpointRegion {
+  std::int64_t offset;
+  const Tensor* tensor;
+};
+
+// Pairs the tensors checkpoint_outline(params, optimizer, ...) describes with `offsets`, that
+// outline's offsets in create_checkpoint_skeleton's order; tensors without elements are left
+// out.
+Result<std::vector<CheckpointRegion>> checkpoint_regions(const std::vector<NamedParameter>& params,
+                                                         const Optimizer* optimizer,
+                                                         const std::vector<std::int64_t>& offsets);
+
+// Writes the regions' bytes into the existing `temporary` and flushes them to disk.
+Status write_checkpoint_tensors(const std::string& temporary,
+                                const std::vector<CheckpointRegion>& regions);
+
+// Renames `temporary` over `path`, so the checkpoint appears whole or not at all.
+Status publish_checkpoint(const std::string& temporary, const std::string& path);
 
 }  // namespace spw

@@ -7,38 +7,20 @@
 
 #include "kernels/memory_ledger.hpp"
 #include "runtime/json_file.hpp"
+#include "runtime/pipeline_checkpoint.hpp"
 #include "runtime/pipeline_job.hpp"
 #include "runtime/pipeline_report.hpp"
 #include "runtime/progress.hpp"
 #include "runtime/report.hpp"
 
 namespace spw {
-namespace {
-
-// What `spillway train` can ask for that its pipeline path does not do yet; checked before
-// any work so the job fails at once with the same message on every rank.
-Status check_command_supported(const JobConfig& job, const TrainCommand& command) {
-  if (!command.resume_from.empty()) {
-    return error(StatusCode::unsupported,
-                 "--resume runs on one rank only for now: resume without mpirun, or start "
-                 "the pipeline from the checkpoint's weights with train.init_from");
-  }
-  if (job.output.checkpoint_every > 0) {
-    return error(StatusCode::unsupported,
-                 "output.checkpoint_every is written by single-rank runs only for now: set it "
-                 "to 0 for a pipeline run");
-  }
-  return Status::success();
-}
-
-}  // namespace
 
 Status run_pipeline_job(const JobConfig& job, const TrainCommand& command, MPI_Comm comm,
                         FailureScope& scope) {
   scope = FailureScope::all_ranks;
-  SPW_TRY(check_command_supported(job, command));
   PipelineJobOptions options;
   options.trace = true;
+  options.resume_from = command.resume_from;
   SPW_ASSIGN_OR_RETURN(PipelineJob opened, open_pipeline_job(job, comm, options));
   comm = opened.world;
   const int rank = opened.rank;
@@ -51,9 +33,16 @@ Status run_pipeline_job(const JobConfig& job, const TrainCommand& command, MPI_C
                 job.output.dir.c_str(), layout.describe().c_str(),
                 opened.plan_explanation.c_str());
   }
+  if (!command.resume_from.empty() && executor->steps_done() >= executor->total_steps()) {
+    return error(StatusCode::invalid_argument,
+                 "checkpoint " + command.resume_from + " is at step " +
+                     std::to_string(executor->steps_done()) + " and the job has " +
+                     std::to_string(executor->total_steps()) +
+                     " steps: raise train.steps to train on");
+  }
   // From here a failure may strand peers inside MPI calls: only the job's end frees them.
   scope = FailureScope::this_rank;
-  SPW_ASSIGN_OR_RETURN(LinkEstimate link, measure_pipeline_link(*executor, comm));
+  SPW_ASSIGN_OR_RETURN(LinkEstimates links, measure_links(*executor, comm));
 
   const std::int64_t total = executor->total_steps();
   const char* item_name = settings.train.model.kind == "gpt" ? "tokens" : "samples";
@@ -66,8 +55,9 @@ Status run_pipeline_job(const JobConfig& job, const TrainCommand& command, MPI_C
     std::fflush(stdout);
   }
 
+  const nlohmann::json config_json = to_json(job);
   RunRecord record;
-  record.config = to_json(job);
+  record.config = config_json;
   record.item_name = item_name;
   record.parameters = executor->model_parameter_count();
   record.threads = threads.threads;
@@ -85,12 +75,22 @@ Status run_pipeline_job(const JobConfig& job, const TrainCommand& command, MPI_C
       progress.print({step.step, total, step.loss, step.items_per_second, item_name, elapsed,
                       MemoryLedger::process().peak_total()});
     }
+    if (job.output.checkpoint_every > 0 && step.step % job.output.checkpoint_every == 0) {
+      const std::string path =
+          job.output.dir + "/checkpoint-" + std::to_string(step.step) + ".h5";
+      const Status saved = save_pipeline_checkpoint(*executor, comm, path, config_json.dump());
+      if (!saved.ok()) {
+        // Agreed: every rank returns this error and none is left waiting.
+        scope = FailureScope::all_ranks;
+        return saved;
+      }
+    }
   }
   if (rank == 0) progress.finish();
   record.elapsed_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  SPW_ASSIGN_OR_RETURN(nlohmann::json pipeline, pipeline_report(*executor, comm, link));
+  SPW_ASSIGN_OR_RETURN(nlohmann::json pipeline, pipeline_report(*executor, comm, links));
   SPW_ASSIGN_OR_RETURN(std::vector<TraceEvent> events, gather_trace(*executor, comm));
   if (rank != 0) return Status::success();
 

@@ -1,8 +1,10 @@
 #include "runtime/pipeline_job.hpp"
 
 #include "runtime/auto_plan.hpp"
+#include "runtime/checkpoint.hpp"
 #include "runtime/json_file.hpp"
 #include "runtime/mpi_support.hpp"
+#include "runtime/pipeline_checkpoint.hpp"
 #include "runtime/train_command.hpp"
 
 namespace spw {
@@ -40,7 +42,7 @@ Status check_supported(const JobConfig& job) {
 
 // This rank's part of the setup before any collective step; agreed by the caller.
 Status local_setup(const JobConfig& job, const PipelineJobOptions& options, MPI_Comm comm,
-                   PipelineJob& out) {
+                   PipelineJob& out, std::int64_t& first_step) {
   SPW_ASSIGN_OR_RETURN(out.settings.train, train_settings_from(job));
   const bool plans = job.parallel.stages.form == StagesSpec::Form::automatic;
   if (out.rank == 0 && (options.create_output_dir || plans)) {
@@ -52,6 +54,10 @@ Status local_setup(const JobConfig& job, const PipelineJobOptions& options, MPI_
   request.local_rank = share.local_rank;
   request.local_ranks = share.local_ranks;
   SPW_ASSIGN_OR_RETURN(out.threads, setup_threads(request));
+  if (!options.resume_from.empty()) {
+    SPW_ASSIGN_OR_RETURN(CheckpointMeta meta, read_checkpoint_meta(options.resume_from));
+    first_step = meta.step;
+  }
   return Status::success();
 }
 
@@ -68,7 +74,8 @@ Result<PipelineJob> open_pipeline_job(const JobConfig& job, MPI_Comm comm,
   out.world = comm;
   SPW_TRY(mpi_check(MPI_Comm_rank(comm, &out.rank), "reading this rank's index"));
   out.settings.layout = layout;
-  SPW_TRY(agree_on_status(comm, local_setup(job, options, comm, out)));
+  std::int64_t first_step = 0;  // where a resumed run starts
+  SPW_TRY(agree_on_status(comm, local_setup(job, options, comm, out, first_step)));
 
   const bool nothing_to_choose = size == 1 && layout.chunks == 1;
   if (job.parallel.stages.form == StagesSpec::Form::automatic && !nothing_to_choose) {
@@ -85,9 +92,14 @@ Result<PipelineJob> open_pipeline_job(const JobConfig& job, MPI_Comm comm,
 
   const std::int64_t planned_steps =
       out.settings.train.steps > 0 ? out.settings.train.steps : std::int64_t{1} << 40;
-  out.settings.trace_first_step = planned_steps >= 2 ? 2 : 1;
+  // The first step of a run is its warm-up: trace from the second on.
+  out.settings.trace_first_step =
+      static_cast<int>(first_step + (planned_steps - first_step >= 2 ? 2 : 1));
   out.settings.trace_steps = options.trace && job.output.trace ? 3 : 0;
   SPW_ASSIGN_OR_RETURN(out.executor, PipelineExecutor::create(out.settings, out.world));
+  if (!options.resume_from.empty()) {
+    SPW_TRY(load_pipeline_checkpoint(*out.executor, out.world, options.resume_from));
+  }
   return out;
 }
 

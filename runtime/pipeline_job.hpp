@@ -38,6 +38,8 @@ struct PipelineJobOptions {
   // Rank 0 creates output.dir even when the planner does not need it (the CLI writes its
   // report there; the C ABI writes nothing unless the planner caches its measurements).
   bool create_output_dir = true;
+  // A checkpoint to continue from (load_pipeline_checkpoint); empty: a fresh start.
+  std::string resume_from;
 };
 
 struct PipelineJob {
@@ -60,8 +62,9 @@ Result<PipelineLayout> requested_layout(const JobConfig& job, int world_size);
 // Collective over `comm`. Checks what the pipeline path cannot run yet, sets this rank's
 // threads (threads.count split among the ranks of a node), lets the planner choose the
 // layout when parallel.stages = "auto" (skipped on one rank with one chunk, where there is
-// nothing to choose, as `spillway train` skips it), and creates the executor. Every error
-// is agreed: all ranks return the same one and nothing is left to free.
+// nothing to choose, as `spillway train` skips it), creates the executor and loads
+// options.resume_from. Every error is agreed: all ranks return the same one and nothing is
+// left to free.
 Result<PipelineJob> open_pipeline_job(const JobConfig& job, MPI_Comm comm,
                                       const PipelineJobOptions& options);
 

@@ -29,22 +29,19 @@ double median_after_first(const std::vector<double>& values) {
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-Result<LinkEstimate> measure_pipeline_link(PipelineExecutor& executor, MPI_Comm world) {
-  const PipelineLayout& layout = executor.layout();
-  const int P = layout.pipeline_ranks;
-  const int p = executor.pipeline_rank();
-  const int w = executor.world_rank();
-  long long mine = executor.activation_bytes(0);
-  long long bytes = 0;
-  SPW_TRY(mpi_check(MPI_Allreduce(&mine, &bytes, 1, MPI_LONG_LONG, MPI_MAX, world), "link probe"));
-  bytes = std::max<long long>(bytes, 8);
-  // Pairs (p, p + 1) with even p first, then with odd p, so each rank is in one pair at a time.
+namespace {
+
+// Ping-pongs between neighbours along one axis of the layout: position `index` of `count`
+// talks to the rank `stride` world ranks away. Even positions pair up first, then odd
+// ones, so each rank is in one pair at a time. The mean over the pairs, on every rank.
+Result<LinkEstimate> measure_axis(MPI_Comm world, int w, int index, int count, int stride,
+                                  long long bytes) {
   double sums[3] = {0, 0, 0};  // latency, seconds for `bytes`, pairs measured
   for (int phase = 0; phase < 2; ++phase) {
-    const bool left = p % 2 == phase && p + 1 < P;
-    const bool right = p >= 1 && (p - 1) % 2 == phase;
+    const bool left = index % 2 == phase && index + 1 < count;
+    const bool right = index >= 1 && (index - 1) % 2 == phase;
     if (!left && !right) continue;
-    const int peer = left ? w + 1 : w - 1;
+    const int peer = left ? w + stride : w - stride;
     SPW_ASSIGN_OR_RETURN(double latency, ping_pong_seconds(world, peer, left, 8, 20));
     SPW_ASSIGN_OR_RETURN(double big, ping_pong_seconds(world, peer, left, bytes, 5));
     if (left) {
@@ -63,8 +60,27 @@ Result<LinkEstimate> measure_pipeline_link(PipelineExecutor& executor, MPI_Comm 
   return link;
 }
 
+}  // namespace
+
+Result<LinkEstimates> measure_links(PipelineExecutor& executor, MPI_Comm world) {
+  const PipelineLayout& layout = executor.layout();
+  long long mine = executor.activation_bytes(0);
+  long long bytes = 0;
+  SPW_TRY(mpi_check(MPI_Allreduce(&mine, &bytes, 1, MPI_LONG_LONG, MPI_MAX, world), "link probe"));
+  LinkEstimates links;
+  SPW_ASSIGN_OR_RETURN(links.pipeline,
+                       measure_axis(world, executor.world_rank(), executor.pipeline_rank(),
+                                    layout.pipeline_ranks, 1, std::max<long long>(bytes, 8)));
+  // Replicas exchange gradients: probe with a megabyte, a typical all-reduce segment.
+  SPW_ASSIGN_OR_RETURN(links.replica,
+                       measure_axis(world, executor.world_rank(), executor.replica(),
+                                    layout.replicas, layout.pipeline_ranks, 1 << 20));
+  return links;
+}
+
 Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm world,
-                                       const LinkEstimate& link) {
+                                       const LinkEstimates& links) {
+  const LinkEstimate& link = links.pipeline;
   const PipelineLayout& layout = executor.layout();
   const int size = layout.world_size();
   const auto v = executor.local_chunks();
@@ -164,7 +180,13 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
     cost.forward_s = values[0];
     cost.backward_input_s = values[1];
     cost.backward_weight_s = values[2];
-    cost.reduce_grads_s = values[3];
+    // The measured all-reduce span includes waiting for the slowest replica, which the
+    // simulator models by itself; price the transfer alone, as a ring over the replicas.
+    const double R = layout.replicas;
+    if (R > 1 && links.replica.bandwidth_bytes_per_s > 0) {
+      cost.reduce_grads_s = 2 * (R - 1) * (links.replica.latency_s +
+                                           values[5] / (R * links.replica.bandwidth_bytes_per_s));
+    }
     cost.stash_bytes = static_cast<std::int64_t>(values[4]);
     cost.parameter_bytes = static_cast<std::int64_t>(values[5]);
     cost.gradient_bytes = cost.parameter_bytes;
@@ -179,6 +201,7 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
                            {"backward_input_seconds", cost.backward_input_s},
                            {"backward_weight_seconds", cost.backward_weight_s},
                            {"reduce_seconds", cost.reduce_grads_s},
+                           {"measured_reduce_span_seconds", values[3]},
                            {"stash_bytes", cost.stash_bytes},
                            {"parameter_bytes", cost.parameter_bytes}});
   }
@@ -201,8 +224,11 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
   } else {
     predicted = {{"error", simulation.status().message()}};
   }
-  predicted["link"] = {{"bandwidth_bytes_per_second", link.bandwidth_bytes_per_s},
-                       {"latency_seconds", link.latency_s}};
+  predicted["links"] = {
+      {"pipeline", {{"bandwidth_bytes_per_second", link.bandwidth_bytes_per_s},
+                    {"latency_seconds", link.latency_s}}},
+      {"replica", {{"bandwidth_bytes_per_second", links.replica.bandwidth_bytes_per_s},
+                   {"latency_seconds", links.replica.latency_s}}}};
   predicted["stage_costs"] = stage_costs;
 
   nlohmann::json stages = nlohmann::json::array();

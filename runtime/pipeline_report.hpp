@@ -22,13 +22,18 @@ struct LinkEstimate {
   double latency_s = 0;
 };
 
-// Ping-pongs between neighbouring pipeline ranks, with 8 bytes and with one activation;
-// the mean over the pairs. Run it before training: it takes a few milliseconds.
-Result<LinkEstimate> measure_pipeline_link(PipelineExecutor& executor, MPI_Comm world);
+struct LinkEstimates {
+  LinkEstimate pipeline;  // between neighbouring stages (activations, gradients)
+  LinkEstimate replica;   // between neighbouring replicas (the gradient all-reduce)
+};
+
+// Ping-pongs between neighbouring pipeline ranks (8 bytes and one activation) and between
+// neighbouring replicas (8 bytes and 1 MiB); means over the pairs. A few milliseconds.
+Result<LinkEstimates> measure_links(PipelineExecutor& executor, MPI_Comm world);
 
 // The "pipeline" object of report.json.
 Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm world,
-                                       const LinkEstimate& link);
+                                       const LinkEstimates& links);
 
 // Every rank's trace events on world rank 0, ordered by rank.
 Result<std::vector<TraceEvent>> gather_trace(const PipelineExecutor& executor, MPI_Comm world);

@@ -118,9 +118,13 @@ const char* op_colour(Op op) {
     case Op::backward_input: return "#54a24b";
     case Op::backward_weight: return "#72b7b2";
     case Op::send_act:
-    case Op::send_grad: return "#f58518";
+    case Op::send_grad:
+    case Op::send_stash:
+    case Op::send_params: return "#f58518";
     case Op::recv_act:
-    case Op::recv_grad: return "#ffbf79";
+    case Op::recv_grad:
+    case Op::recv_stash:
+    case Op::recv_params: return "#ffbf79";
     case Op::reduce_grads: return "#b279a2";
     case Op::optimizer_step: return "#e45756";
     case Op::offload: return "#9d755d";

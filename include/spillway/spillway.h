@@ -191,8 +191,9 @@ SPW_API spw_status spw_job_add_dense(spw_job job, int width);
  *                             spw_job_set set model.kind or model.layers */
 SPW_API spw_status spw_job_add_transformer_blocks(spw_job job, int count);
 
-/* Checks the whole job now, as spw_trainer_create will (without MPI or any file but the
- * data's): every key's type and range and their combinations.
+/* Checks the whole job now, as spw_trainer_create will, without MPI: every key's type and
+ * range and their combinations. (Whether the data and files exist is checked by
+ * spw_trainer_create.)
  *   SPW_ERR_NULL_HANDLE  job is NULL
  *   SPW_ERR_BAD_STATE    job was freed, or spw_job_set_input without spw_job_add_dense
  *   SPW_ERR_CONFIG       the job is not valid; the message names the setting or line */
@@ -227,9 +228,9 @@ SPW_API spw_status spw_job_free(spw_job job);
  *   SPW_ERR_CONFIG            the job is not valid
  *   SPW_ERR_INVALID_ARGUMENT  the layout does not fit the ranks, the model or the batch
  *                             (e.g. parallel.stages = 3 on 2 ranks)
- *   SPW_ERR_UNSUPPORTED       the job asks for something not available yet
- *                             (offload.tier other than "none", output.checkpoint_every > 0:
- *                             call spw_trainer_save_checkpoint instead)
+ *   SPW_ERR_UNSUPPORTED       the job asks for something not available yet (offload.tier
+ *                             other than "none"), or output.checkpoint_every > 0 (the ABI
+ *                             writes checkpoints when told: spw_trainer_save_checkpoint)
  *   SPW_ERR_NOT_FOUND, SPW_ERR_IO  the data or train.init_from cannot be read
  *   SPW_ERR_MEMORY_CAP, SPW_ERR_OUT_OF_MEMORY, SPW_ERR_COMMUNICATION
  * On failure *trainer is untouched, on every rank alike, and nothing needs freeing. */
@@ -283,25 +284,30 @@ SPW_API spw_status spw_trainer_throughput(spw_trainer trainer, double* per_secon
 SPW_API spw_status spw_trainer_peak_memory(spw_trainer trainer, uint64_t* bytes);
 
 /* Collective. Writes the whole model, the optimizer's state and the step count to the
- * HDF5 file `path` (PyTorch state_dict names, written atomically: the old file or the new
- * one, never half of one), with the job's resolved configuration.
- *   SPW_ERR_NULL_HANDLE  trainer or path is NULL
- *   SPW_ERR_BAD_STATE    trainer was freed, or failed earlier
- *   SPW_ERR_IO           the file cannot be written (the trainer stays usable when every
- *                        rank reports the same error)
- *   other codes          as spw_trainer_train: the trainer is unusable */
+ * HDF5 file `path`, with the job's resolved configuration: PyTorch state_dict names, the
+ * same layout as `spillway train` checkpoints and whatever the stage split, so either can
+ * resume from it. The ranks of the first replica write their own tensors into the file,
+ * so they must all see `path` (a shared file system on several nodes). The file appears
+ * whole or not at all.
+ *   SPW_ERR_NULL_HANDLE    trainer or path is NULL
+ *   SPW_ERR_BAD_STATE      trainer was freed, or failed earlier
+ *   SPW_ERR_IO             the file cannot be written
+ *   SPW_ERR_COMMUNICATION  MPI failed: the trainer is now unusable
+ * Every rank returns the same code; except after SPW_ERR_COMMUNICATION the trainer is
+ * unchanged and usable, and no file (nor a temporary) is left. */
 SPW_API spw_status spw_trainer_save_checkpoint(spw_trainer trainer, const char* path);
 
-/* Collective. Continues from a checkpoint written by spw_trainer_save_checkpoint or
- * `spillway train` for the same model: parameters, optimizer state and step count. Every
- * tensor is checked before any is loaded.
- *   SPW_ERR_NULL_HANDLE     trainer or path is NULL
- *   SPW_ERR_BAD_STATE       trainer was freed, or failed earlier
- *   SPW_ERR_NOT_FOUND       no such file, or a tensor the model needs is missing
- *   SPW_ERR_SHAPE_MISMATCH  a tensor has another shape (another model)
- *   SPW_ERR_IO              the file cannot be read
- * When every rank reports the same error found before loading, the trainer is unchanged
- * and usable; any other failure leaves it unusable. */
+/* Collective. Continues from a checkpoint of the same model (from
+ * spw_trainer_save_checkpoint or `spillway train`, any stage split): parameters,
+ * optimizer state and step count. Every rank checks its tensors before any rank loads.
+ *   SPW_ERR_NULL_HANDLE       trainer or path is NULL
+ *   SPW_ERR_BAD_STATE         trainer was freed, or failed earlier
+ *   SPW_ERR_NOT_FOUND         no such file, or a tensor the model needs is missing
+ *   SPW_ERR_SHAPE_MISMATCH    a tensor has another shape (another model)
+ *   SPW_ERR_INVALID_ARGUMENT  the file is not a spillway checkpoint of a usable step
+ *   SPW_ERR_IO, SPW_ERR_COMMUNICATION  reading failed, possibly half-way through
+ * Every rank returns the same code. After the first three the trainer is unchanged and
+ * usable; after any other failure it is unusable. */
 SPW_API spw_status spw_trainer_load_checkpoint(spw_trainer trainer, const char* path);
 
 /* Collective in MPI's terms (it frees the trainer's communicators; Open MPI completes that

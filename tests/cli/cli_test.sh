@@ -35,6 +35,18 @@ check "--help names train" grep -q "train" "$work/help.txt"
 status=$?
 check "a tiny job exits 0" test $status -eq 0
 check "progress lines are printed" grep -q "^step 3/3  loss" "$work/run.txt"
+# On a terminal the line is redrawn in place: carriage return + erase to end of line, one
+# final newline. `script` gives the command a pseudo-terminal as its stdout.
+script -qec "'$spillway' train '$work/tiny.toml' --set 'output.dir=$work/tty'" /dev/null \
+  > "$work/tty.txt" 2>&1
+check "on a terminal the progress line is redrawn in place" python3 - "$work/tty.txt" <<'PY'
+import sys
+text = open(sys.argv[1], "rb").read()
+line = text.split(b"\n")[1]  # every step on the one line after the header
+ok = (text.count(b"\rstep ") == 3 and text.count(b"\x1b[K") == 3
+      and b"step 1/3" in line and b"step 3/3" in line)
+sys.exit(0 if ok else 1)
+PY
 check "report.json has three losses" python3 -c "import json,sys; r=json.load(open('$work/out/report.json')); sys.exit(0 if len(r['loss'])==3 and r['memory']['peak_bytes']>0 else 1)"
 
 "$spillway" train "$work/tiny.toml" --set train.lrr=1 > "$work/bad.txt" 2>&1

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `spillway train` under mpiexec, as a batch job sees it: a 2-rank pipeline writes its report,
-# trace and timeline; bad layouts fail before any compute with one message and a non-zero
-# exit; a rank failing mid-run ends the whole job quickly with that rank's message.
+# trace and timeline; checkpoints it writes resume exactly; bad layouts and checkpoints that
+# do not fit fail before any compute with one message and a non-zero exit; a rank failing
+# mid-run ends the whole job quickly with that rank's message.
 # Usage: pipeline_cli_test.sh SPILLWAY MPIEXEC [MPIEXEC FLAGS...]
 set -u
 spillway=$1 mpiexec=$2
@@ -93,6 +94,51 @@ check "spillway profile exits 0" test $? -eq 0
 check "spillway profile lists the blocks" grep -q "^blocks.1 " "$work/profile.txt"
 check "spillway profile writes the profile" python3 -c "import json,sys; p=json.load(open('$work/profile.json')); sys.exit(0 if p['microbatch_samples']==2 and p['blocks'][3]['name']=='head' else 1)"
 
+# Checkpoints: every 2 steps of the 5; resuming the one at step 2 continues to the straight
+# run's losses exactly (same layout, same arithmetic), on 2 ranks and on one.
+run2 "$work/ckpt.txt" "$work/tiny.toml" --set "output.dir=$work/ckpt" \
+  --set output.checkpoint_every=2
+check "a run with checkpoint_every exits 0" test $? -eq 0
+check "checkpoint_every = 2 writes steps 2 and 4 only" \
+  test "$(cd "$work/ckpt" && ls checkpoint-* | tr '\n' ' ')" = "checkpoint-2.h5 checkpoint-4.h5 "
+check "no temporary is left" test -z "$(find "$work/ckpt" -name '*.tmp.*')"
+run2 "$work/resume.txt" "$work/tiny.toml" --set "output.dir=$work/resumed" \
+  --resume "$work/ckpt/checkpoint-2.h5"
+status=$?
+cat "$work/resume.txt"
+check "--resume on 2 ranks exits 0" test $status -eq 0
+check "the resumed run starts at step 3" \
+  test "$(grep -c '^step [12]/5' "$work/resume.txt")" -eq 0 -a \
+       "$(grep -c '^step 3/5' "$work/resume.txt")" -eq 1
+same_losses() {  # same_losses REPORT: its losses are the straight run's steps 3-5
+  python3 - "$work/out/report.json" "$1" <<'PY'
+import json, sys
+straight = json.load(open(sys.argv[1]))["loss"]
+resumed = json.load(open(sys.argv[2]))["loss"]
+print("straight", straight[2:], "resumed", resumed)
+sys.exit(0 if resumed == straight[2:] else 1)
+PY
+}
+check "it ends at the straight run's final loss" same_losses "$work/resumed/report.json"
+OMP_NUM_THREADS=1 timeout 120 "$spillway" train "$work/tiny.toml" --set parallel.stages=1 \
+  --set "output.dir=$work/single" --resume "$work/ckpt/checkpoint-2.h5" > "$work/single.txt" 2>&1
+check "the single-rank trainer resumes a pipeline checkpoint" test $? -eq 0
+check "to the same losses" same_losses "$work/single/report.json"
+
+# A checkpoint that cannot be written (a directory holds its name) fails on every rank alike:
+# one message, a clean non-zero exit, no temporary.
+mkdir -p "$work/blocked/checkpoint-2.h5/inside"
+run2 "$work/blocked.txt" "$work/tiny.toml" --set "output.dir=$work/blocked" \
+  --set output.checkpoint_every=2
+code=$?
+cat "$work/blocked.txt"
+check "an unwritable checkpoint ends the job non-zero" test $code -ne 0 -a $code -ne 124
+check "with one message naming it" test "$(grep -c -F \
+  "spillway: error: rank 0: writing checkpoint $work/blocked/checkpoint-2.h5: renaming" \
+  "$work/blocked.txt")" -eq 1
+check "without aborting the job" test "$(grep -c MPI_ABORT "$work/blocked.txt")" -eq 0
+check "and leaves no temporary" test -z "$(find "$work/blocked" -name '*.tmp.*')"
+
 # Bad layouts: one message (printed by rank 0 only), non-zero exit, before any step.
 expect_error() {  # expect_error NAME TEXT ARGS...
   local name=$1 text=$2; shift 2
@@ -109,6 +155,11 @@ expect_error "overlapping ranges" "must start at block 2" --set "parallel.stages
 expect_error "a range gap" "must start at block 2" --set "parallel.stages=[[0,1],[3,3]]"
 expect_error "ranges short of the last block" "the last range must end at 3" \
   --set "parallel.stages=[[0,1],[2,2]]"
+expect_error "a checkpoint of another width" \
+  "dataset 'tok_emb.weight' has shape [256, 32] but the model expects [256, 64]" \
+  --set model.d_model=64 --resume "$work/ckpt/checkpoint-2.h5"
+expect_error "a checkpoint past the last step" "is at step 4 and the job has 3 steps" \
+  --set train.steps=3 --resume "$work/ckpt/checkpoint-4.h5"
 
 # A rank that fails mid-run: a memory cap between the two ranks' measured peaks lets both
 # set up but stops the hungrier rank inside step 1, while its peer waits on it.

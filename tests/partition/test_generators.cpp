@@ -54,12 +54,26 @@ TEST_P(EveryGenerator, PassesTheValidator) {
 TEST_P(EveryGenerator, EndsWithTheStepAndReducesOnlyWithReplicas) {
   auto schedule = make_schedule(GetParam().generator, GetParam().shape);
   ASSERT_TRUE(schedule.ok()) << schedule.status().message();
-  for (const auto& list : schedule->lists) {
+  for (int rank = 0; rank < schedule->ranks; ++rank) {
+    const auto& list = schedule->lists[static_cast<std::size_t>(rank)];
     ASSERT_FALSE(list.empty());
-    EXPECT_EQ(list.back(), Instruction::optimizer_step());
-    const auto reduces = std::count_if(
-        list.begin(), list.end(), [](const Instruction& in) { return in.op == Op::reduce_grads; });
-    EXPECT_EQ(reduces, GetParam().shape.data_parallel ? schedule->chunks : 0);
+    const auto count = [&](Op op) {
+      return std::count_if(list.begin(), list.end(),
+                           [op](const Instruction& in) { return in.op == op; });
+    };
+    if (!schedule->runs_backward(rank)) {
+      // A forward-only rank (PipeFB) has no gradients: it ends by taking the new weights.
+      EXPECT_EQ(list.back().op, Op::recv_params) << to_string(*schedule);
+      EXPECT_EQ(count(Op::optimizer_step) + count(Op::reduce_grads), 0);
+      continue;
+    }
+    // Last but for the parameters sent on to forward-only ranks.
+    auto end = list.end();
+    while (end != list.begin() && (end - 1)->op == Op::send_params) --end;
+    ASSERT_NE(end, list.begin());
+    EXPECT_EQ(*(end - 1), Instruction::optimizer_step()) << to_string(*schedule);
+    EXPECT_EQ(count(Op::reduce_grads),
+              GetParam().shape.data_parallel ? schedule->chunks_on(rank) : 0);
   }
 }
 
@@ -183,6 +197,8 @@ TEST(InputChecks, NameTheValue) {
   EXPECT_EQ(message(make_gpipe({0, 4, 1, false})), "gpipe: ranks (P) must be >= 1, got 0");
   EXPECT_EQ(message(make_1f1b({2, 0, 1, false})), "1f1b: microbatches (m) must be >= 1, got 0");
   EXPECT_EQ(message(make_zb_h1({2, 4, 2, false})), "zb-h1: chunks (v) must be 1, got 2");
+  EXPECT_EQ(message(make_pipefb({2, 4, 2, false})), "pipefb: chunks (v) must be 1, got 2");
+  EXPECT_EQ(message(make_pipefb({0, 4, 1, false})), "pipefb: ranks (P) must be >= 1, got 0");
   EXPECT_EQ(message(make_gpipe({2, 4, -1, false})), "gpipe: chunks (v) must be >= 1, got -1");
   EXPECT_EQ(message(make_interleaved_1f1b({4, 6, 2, false})),
             "interleaved-1f1b: microbatches (m) = 6 must be a multiple of ranks (P) = 4");
@@ -192,7 +208,7 @@ TEST(InputChecks, NameTheValue) {
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.status().code(), StatusCode::not_found);
   EXPECT_EQ(unknown.status().message(),
-            "unknown schedule 'pipedream' (known: gpipe, 1f1b, interleaved-1f1b, zb-h1)");
+            "unknown schedule 'pipedream' (known: gpipe, 1f1b, interleaved-1f1b, zb-h1, pipefb)");
 }
 
 }  // namespace

@@ -286,6 +286,10 @@ TEST(Planner, RejectsBadRequestsNamingTheValue) {
   q.schedules = {"1f1b", "pipedream"};
   EXPECT_EQ(make_plan(q).status().message(),
             "planner: unknown schedule 'pipedream' (known: gpipe, 1f1b, interleaved-1f1b, zb-h1)");
+  // Until the planner maps a stage to two ranks, PipeFB is refused rather than mis-modelled.
+  q.schedules = {"1f1b", "pipefb"};
+  EXPECT_EQ(make_plan(q).status().code(), StatusCode::unsupported);
+  EXPECT_EQ(make_plan(q).status().message(), "planner: the planner does not model pipefb yet");
   q.schedules = {"1f1b"};
   q.memory_cap_bytes = 0;
   EXPECT_NE(make_plan(q).status().message().find("memory_cap_bytes = 0 must be >= 1"),

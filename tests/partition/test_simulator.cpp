@@ -191,6 +191,73 @@ TEST(Offload, BackwardWaitsForItsPrefetchAndOffloadedStashesFreeMemory) {
   EXPECT_EQ(simulation->peak_memory_bytes, std::vector<std::int64_t>{20});
 }
 
+// PipeFB with equal stages, F = B + W (F = 2, B = W = 1), free links and a free step.
+// Forward rank s runs F(k) in [(s + k)F, (s + k + 1)F] and sends the stash as it ends;
+// the last backward rank gets stash k at (P + k)F and, since B + W = F, keeps pace; each
+// gradient hop adds F, so backward rank s runs microbatch k in [(2P - 1 - s + k)F,
+// (2P - s + k)F]. Hence, over all 2P ranks, each busy m F:
+//   iteration = (m + 2P - 1) F,   bubble = (2P - 1) / (m + 2P - 1).
+// Memory, with parameters p, gradients g, optimizer state o, stash s, activation a:
+//   forward rank 0        p + s      (a stash is gone when its send arrives, as F ends)
+//   forward ranks 1..     p + s + a  (the next input is received while F runs)
+//   backward ranks        p + g + o + s + a, and p + g + o + s on the last stage (no RG).
+TEST(ClosedForm, PipeFBKeepsForwardAndBackwardRanksBusy) {
+  CostModel costs = unit_costs();
+  StageCost& c = costs.stages[0];
+  c.forward_s = 2;
+  c.stash_bytes = 100;
+  c.activation_bytes = 10;
+  c.parameter_bytes = 7;
+  c.gradient_bytes = 7;
+  c.optimizer_state_bytes = 14;
+  for (int P : {1, 2, 3, 4})
+    for (int m = 1; m <= 8; ++m) {
+      const Simulation s = run(make_pipefb({P, m, 1, false}), costs);
+      const std::string at = "P=" + std::to_string(P) + " m=" + std::to_string(m);
+      EXPECT_DOUBLE_EQ(s.iteration_s, 2.0 * (m + 2 * P - 1)) << at;
+      EXPECT_DOUBLE_EQ(s.bubble_fraction, double(2 * P - 1) / double(m + 2 * P - 1)) << at;
+      EXPECT_EQ(s.busy_s, std::vector<double>(static_cast<std::size_t>(2 * P), 2.0 * m)) << at;
+      std::vector<std::int64_t> peak;
+      for (int r = 0; r < P; ++r) peak.push_back(r == 0 ? 107 : 117);
+      for (int r = 0; r < P; ++r) peak.push_back(r + 1 < P ? 138 : 128);
+      EXPECT_EQ(s.peak_memory_bytes, peak) << at;
+    }
+}
+
+// PipeFB, one stage (rank 0 forwards, rank 1 backwards), m = 2, F = 2, B = W = 1; a stash
+// takes 1 s on 0 -> 1 and the parameters 2 s on 1 -> 0:
+//   rank 0: F0 0-2, SS0 2-3, F1 2-4, SS1 4-5, RP waits 4-9;
+//   rank 1: RS0 waits 0-3, B0 3-4, W0 4-5, RS1 (arrived) , B1 5-6, W1 6-7, OPT, SP 7-9.
+// Iteration 9 s against 6 with free links; rank 0 holds both stashes while SS0 is in
+// flight (2-3), rank 1 one at a time.
+TEST(Communication, PipeFBStashAndParameterTransfersTakeTheirTime) {
+  CostModel costs = unit_costs();
+  costs.stages[0].forward_s = 2;
+  const Simulation free_links = run(make_pipefb({1, 2, 1, false}), costs);
+  EXPECT_DOUBLE_EQ(free_links.iteration_s, 6);
+
+  costs.stages[0].stash_bytes = 1'000'000;
+  costs.stages[0].parameter_bytes = 2'000'000;
+  costs.stages[0].gradient_bytes = 5;
+  costs.links = {Link{}, Link{1e6, 0}, Link{1e6, 0}, Link{}};
+  const Simulation s = run(make_pipefb({1, 2, 1, false}), costs);
+  const TimelineEntry& second = entry(s, 0, Instruction::send_stash(1, 0, 1));
+  EXPECT_EQ(second.stream, Stream::link);
+  EXPECT_DOUBLE_EQ(second.start_s, 4);
+  EXPECT_DOUBLE_EQ(second.end_s, 5);
+  const TimelineEntry& wait = entry(s, 1, Instruction::recv_stash(0, 0, 0));
+  EXPECT_DOUBLE_EQ(wait.end_s, 3);
+  EXPECT_DOUBLE_EQ(entry(s, 1, Instruction::backward_input(1, 0)).start_s, 5);
+  const TimelineEntry& params = entry(s, 1, Instruction::send_params(0, 0));
+  EXPECT_DOUBLE_EQ(params.start_s, 7);
+  EXPECT_DOUBLE_EQ(params.end_s, 9);
+  EXPECT_DOUBLE_EQ(entry(s, 0, Instruction::recv_params(0, 1)).end_s, 9);
+  EXPECT_DOUBLE_EQ(s.iteration_s, 9);
+  EXPECT_DOUBLE_EQ(s.bubble_fraction, 1 - 8.0 / 18.0);
+  // Parameters move in place; only the backward rank holds gradients.
+  EXPECT_EQ(s.peak_memory_bytes, (std::vector<std::int64_t>{4'000'000, 3'000'005}));
+}
+
 TEST(CostModelChecks, NameTheValue) {
   const Schedule s = *make_1f1b({2, 2, 1, false});
   CostModel negative = unit_costs();

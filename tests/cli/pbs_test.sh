@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# jobscripts/pbs-train.pbs without PBS (Debian has none): PBS Pro runs a job script as a shell
+# script in $HOME with PBS_NODEFILE (one line per MPI process), PBS_O_WORKDIR, PBS_JOBID and
+# OMP_NUM_THREADS (from ompthreads) set, so this test does the same with a node file listing
+# localhost twice. The 2-rank pipeline must finish with exit 0, bind its ranks to different
+# cores, write its report under OUT with the loss falling, and put offload.dir on the job's
+# TMPDIR; outside a job and without a binary it must stop with its one-line message.
+# Usage: pbs_test.sh SPILLWAY SOURCE_DIR MPIRUN [MPIRUN FLAGS...]
+set -u
+spillway=$1 src=$2 mpirun=$3
+shift 3
+script=$src/jobscripts/pbs-train.pbs
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+total=0
+check() {  # check NAME CONDITION...
+  local name=$1; shift
+  total=$((total + 1))
+  if "$@"; then echo "ok: $name"; else echo "FAIL: $name"; failures=$((failures + 1)); fi
+}
+
+check "the script parses" bash -n "$script"
+
+cat > "$work/tiny.toml" <<'TOML'
+[model]
+kind = "gpt"
+layers = 2
+d_model = 64
+heads = 2
+seq = 32
+[data]
+source = "text"
+[train]
+batch = 8
+microbatches = 4
+steps = 20
+lr = 3e-3
+[parallel]
+stages = 2
+schedule = "1f1b"
+TOML
+printf 'localhost\nlocalhost\n' > "$work/nodefile"
+mkdir -p "$work/home" "$work/submit" "$work/node-tmp"
+
+# pbs_job LOG [VAR=value...]: the script as PBS would run it, started in $HOME with a clean
+# environment; the launch flags this machine needs (root, 2 cores) come through MPIRUN_FLAGS.
+pbs_job() {
+  local log=$1; shift
+  (cd "$work/home" && timeout 120 env -i PATH="$PATH" HOME="$work/home" \
+     PBS_NODEFILE="$work/nodefile" PBS_O_WORKDIR="$work/submit" PBS_JOBID=4242.fakepbs \
+     PBS_JOBNAME=spillway-train OMP_NUM_THREADS=1 TMPDIR="$work/node-tmp" \
+     MPIRUN="$mpirun" MPIRUN_FLAGS="$*" SPILLWAY="$spillway" CONFIG="$work/tiny.toml" \
+     "${job_env[@]}" bash "$script") > "$log" 2>&1
+}
+
+job_env=()
+start=$(date +%s)
+pbs_job "$work/job.log" "$@"
+status=$?
+echo "pbs-train.pbs ran in $(( $(date +%s) - start ))s"
+cat "$work/job.log"
+out=$work/submit/runs/spillway-train-4242
+check "the job exits 0" test $status -eq 0
+check "it ran 2 ranks from the node file" grep -q "2 ranks (2 stages x 1 replica, 1f1b.*1 thread(s) per rank" "$work/job.log"
+check "mpirun bound the two ranks to different cores" bash -c \
+  "test \$(grep -o 'MCW rank [01] bound to .*' '$work/job.log' | sed 's/.*: //' | sort -u | wc -l) -eq 2"
+check "OUT defaults under PBS_O_WORKDIR, named after the job" test -s "$out/report.json"
+check "the loss falls (first step vs mean of the last 5, by > 1.0) and offload.dir is the job's TMPDIR" \
+  python3 - "$out/report.json" "$work/node-tmp" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+loss = r["loss"]
+tail = sum(loss[-5:]) / 5
+print(f"first loss {loss[0]:.4f}, mean of last 5 {tail:.4f}, offload.dir {r['config']['offload']['dir']}")
+sys.exit(0 if len(loss) == 20 and loss[0] - tail > 1.0 and r["config"]["offload"]["dir"] == sys.argv[2] else 1)
+PY
+
+job_env=(SPILLWAY="$work/no-such-binary")
+pbs_job "$work/nobin.log" "$@"
+status=$?
+check "a missing binary exits 1" test $status -eq 1
+check "with one line naming it" test "$(cat "$work/nobin.log")" = \
+  "pbs-train: no spillway binary at $work/no-such-binary (build it, or set SPILLWAY)"
+(cd "$work" && env -u PBS_NODEFILE bash "$script") > "$work/nojob.log" 2>&1
+status=$?
+check "outside a PBS job it exits 1" test $status -eq 1
+check "with one line saying so" test "$(cat "$work/nojob.log")" = \
+  "pbs-train: no readable \$PBS_NODEFILE: not inside a PBS job (submit with qsub)"
+
+echo "$((total - failures)) passed, $failures failed"
+test $failures -eq 0

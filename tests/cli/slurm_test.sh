@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# The Slurm job scripts on a real Slurm: jobscripts/local-slurm.sh starts munged, slurmctld and
+# slurmd (one localhost node) in a private directory on free ports; slurm-train.sbatch is
+# submitted with sbatch as a 2-rank pipeline of a tiny GPT; the job must end COMPLETED with
+# ExitCode 0:0, its log must show both ranks bound to their own core and the loss falling. The
+# job scripts' error paths (missing binary, missing benchmark) must fail the job with their
+# one-line message. Slurm is stopped at the end whatever happened.
+# Exits 77 (ctest SKIP_RETURN_CODE) only when Slurm cannot run here: not root.
+# Usage: slurm_test.sh SPILLWAY SOURCE_DIR
+set -u
+spillway=$1 src=$2
+jobscripts=$src/jobscripts
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "SKIP: a local Slurm needs root (slurmd and munged switch users)"
+  exit 77
+fi
+export PATH=$PATH:/usr/sbin:/sbin
+
+# munged runs as the munge user, which must reach its socket below here through every parent
+# directory: under /tmp rather than $TMPDIR, and open to enter.
+work=$(mktemp -d /tmp/spillway-slurm-test.XXXXXX)
+chmod 0755 "$work"
+export SPILLWAY_SLURM_DIR=$work/slurm
+# Two free ports side by side (slurmctld, slurmd): a user's own local Slurm on the default
+# ports, or another checkout's test, keeps running undisturbed.
+SPILLWAY_SLURM_PORT=$(python3 - <<'PY'
+import random, socket
+for _ in range(200):
+    port = random.randrange(20000, 30000, 2)
+    try:
+        with socket.socket() as a, socket.socket() as b:
+            a.bind(("127.0.0.1", port)); b.bind(("127.0.0.1", port + 1))
+        print(port); break
+    except OSError:
+        pass
+PY
+)
+export SPILLWAY_SLURM_PORT
+cleanup() {
+  "$jobscripts/local-slurm.sh" stop >/dev/null 2>&1
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+failures=0
+total=0
+check() {  # check NAME CONDITION...
+  local name=$1; shift
+  total=$((total + 1))
+  if "$@"; then echo "ok: $name"; else echo "FAIL: $name"; failures=$((failures + 1)); fi
+}
+show_slurm_logs() {
+  local f
+  for f in "$SPILLWAY_SLURM_DIR"/log/*.log; do echo "---- $f"; tail -n 30 "$f"; done
+}
+
+for f in slurm-train.sbatch slurm-memory-pressure.sbatch local-slurm.sh; do
+  check "$f parses" bash -n "$jobscripts/$f"
+done
+
+start=$(date +%s)
+if ! "$jobscripts/local-slurm.sh" start; then
+  echo "FAIL: local Slurm starts"
+  echo "0 passed, 1 failed"
+  exit 1
+fi
+echo "local Slurm up in $(( $(date +%s) - start ))s"
+check "start is idempotent" "$jobscripts/local-slurm.sh" start
+check "status reports an idle node" bash -c "'$jobscripts/local-slurm.sh' status | grep -q 'node localhost: idle'"
+eval "$("$jobscripts/local-slurm.sh" env)"
+
+# wait_job ID SECONDS: polls scontrol (accounting is off, so no sacct) until the job ends; prints
+# "STATE EXITCODE", or "TIMEOUT" after cancelling it.
+wait_job() {
+  local id=$1 limit=$2 waited=0 line state
+  [ -n "$id" ] || { echo "NOT SUBMITTED"; return; }
+  while :; do
+    line=$(scontrol -o show job "$id" 2>/dev/null)
+    state=$(sed -n 's/.* JobState=\([A-Z_]*\) .*/\1/p' <<< "$line")
+    case $state in
+      PENDING|CONFIGURING|RUNNING|COMPLETING|SUSPENDED|"") ;;
+      *) echo "$state $(sed -n 's/.* ExitCode=\([0-9:]*\) .*/\1/p' <<< "$line")"; return ;;
+    esac
+    if [ $waited -ge "$limit" ]; then
+      scancel "$id" 2>/dev/null
+      echo TIMEOUT; return
+    fi
+    sleep 1
+    waited=$((waited + 1))
+  done
+}
+
+# A tiny GPT on the fortunes text: 2 stages on 2 ranks, 20 steps, 1 CPU per rank. Measured: the
+# loss goes 5.55 -> about 3.4 (mean of the last 5 steps), in about 2 s.
+cat > "$work/tiny.toml" <<'TOML'
+[model]
+kind = "gpt"
+layers = 2
+d_model = 64
+heads = 2
+seq = 32
+[data]
+source = "text"
+[train]
+batch = 8
+microbatches = 4
+steps = 20
+lr = 3e-3
+[parallel]
+stages = 2
+schedule = "1f1b"
+TOML
+
+# The script's own #SBATCH lines give 1 node, 2 tasks, 1 CPU each; only paths come from here.
+start=$(date +%s)
+# SLURM_TMPDIR stands for a site's node-local job directory: it must become offload.dir.
+job=$(cd "$src" && SPILLWAY=$spillway CONFIG=$work/tiny.toml OUT=$work/out SLURM_TMPDIR=$work/node-tmp \
+      sbatch --parsable --output="$work/train.out" "$jobscripts/slurm-train.sbatch")
+check "sbatch accepts slurm-train.sbatch" test -n "$job"
+result=$(wait_job "$job" 90)
+echo "job $job: $result after $(( $(date +%s) - start ))s"
+cat "$work/train.out" 2>/dev/null
+[ "$result" = "COMPLETED 0:0" ] || show_slurm_logs
+check "the training job completes with ExitCode 0:0" test "$result" = "COMPLETED 0:0"
+check "it ran 2 ranks with 1 thread each" \
+  grep -q "2 ranks (2 stages x 1 replica, 1f1b.*1 thread(s) per rank, 20 steps" "$work/train.out"
+check "srun bound the two ranks to different cores" bash -c \
+  "test \$(grep -o 'task *[01] .*mask 0x[0-9a-f]*' '$work/train.out' | awk '{print \$NF}' | sort -u | wc -l) -eq 2"
+check "the log shows all 20 steps" test "$(grep -c '^step [0-9]*/20  loss' "$work/train.out")" -eq 20
+check "the loss falls (first step vs mean of the last 5, by > 1.0)" python3 - "$work/train.out" <<'PY'
+import re, sys
+loss = [float(m.group(1)) for m in re.finditer(r"^step \d+/\d+  loss ([0-9.]+)", open(sys.argv[1]).read(), re.M)]
+tail = sum(loss[-5:]) / 5 if len(loss) >= 5 else float("nan")
+print(f"first loss {loss[0] if loss else 'none'}, mean of last 5 {tail:.4f}")
+sys.exit(0 if len(loss) == 20 and loss[0] - tail > 1.0 else 1)
+PY
+check "the report lands in OUT, with offload.dir on SLURM_TMPDIR" python3 - "$work/out/report.json" "$work/node-tmp" <<'PY'
+import json, sys
+sys.exit(0 if json.load(open(sys.argv[1]))["config"]["offload"]["dir"] == sys.argv[2] else 1)
+PY
+
+# Error paths end the job FAILED with one line naming what is missing.
+job=$(cd "$work" && SPILLWAY=$work/no-such-binary CONFIG=$work/tiny.toml \
+      sbatch --parsable --output="$work/nobin.out" "$jobscripts/slurm-train.sbatch")
+result=$(wait_job "$job" 30)
+check "a missing binary fails the job (exit 1)" test "$result" = "FAILED 1:0"
+check "with one line naming it" grep -qx "slurm-train: no spillway binary at $work/no-such-binary (build it, or set SPILLWAY)" "$work/nobin.out"
+# SPILLWAY_ROOT without bench/memory_pressure: the error path stays tested once the benchmark lands.
+job=$(cd "$work" && SPILLWAY_ROOT=$work SPILLWAY=$spillway \
+      sbatch --parsable --output="$work/nobench.out" "$jobscripts/slurm-memory-pressure.sbatch")
+result=$(wait_job "$job" 30)
+check "a missing benchmark fails the memory-pressure job (exit 1)" test "$result" = "FAILED 1:0"
+check "with one line naming it" grep -q "^slurm-memory-pressure: no benchmark at $work/bench/memory_pressure/run.sh" "$work/nobench.out"
+
+pids=$(cat "$SPILLWAY_SLURM_DIR"/{munge/munged,slurmctld,slurmd}.pid)
+"$jobscripts/local-slurm.sh" stop
+alive=0
+for pid in $pids; do ! kill -0 "$pid" 2>/dev/null || alive=$((alive + 1)); done
+check "stop ends munged, slurmctld and slurmd" test "$(wc -w <<< "$pids")" -eq 3 -a $alive -eq 0
+
+echo "$((total - failures)) passed, $failures failed"
+test $failures -eq 0
