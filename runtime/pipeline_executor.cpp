@@ -115,7 +115,7 @@ Status PipelineExecutor::setup(const PipelineSettings& settings, MPI_Comm world)
                    "does not run yet");
     }
   }
-  const int tags_needed = l.microbatches * l.stage_count() * 2;
+  const int tags_needed = (l.microbatches + 1) * l.stage_count() * 4;
   if (tags_needed > tag_limit_) {
     return error(StatusCode::unsupported,
                  "this MPI allows message tags up to " + std::to_string(tag_limit_) + " but " +
@@ -359,8 +359,9 @@ Status PipelineExecutor::backward_weight(int mb, int chunk) {
 }
 
 int PipelineExecutor::tag_of(const sched::Transfer& transfer) const {
-  return (transfer.mb * layout().stage_count() + transfer.to_stage) * 2 +
-         (transfer.gradient ? 1 : 0);
+  // Unique per (payload, microbatch, stage) within a step; parameters carry mb = -1.
+  return ((transfer.mb + 1) * layout().stage_count() + transfer.to_stage) * 4 +
+         static_cast<int>(transfer.payload);
 }
 
 Result<std::int64_t> PipelineExecutor::send(const sched::Instruction& in) {
@@ -545,6 +546,11 @@ Status PipelineExecutor::execute(const sched::Instruction& in, std::size_t posit
     case Op::offload:
     case Op::prefetch:
       return error(StatusCode::unsupported, "offload instructions are not run by this executor");
+    case Op::send_stash:
+    case Op::recv_stash:
+    case Op::send_params:
+    case Op::recv_params:
+      return error(StatusCode::unsupported, "PipeFB instructions are not run by this executor");
   }
   const double end = now();
   current_.busy_s += end - start;

@@ -1,0 +1,44 @@
+// The offload pass: rewrites a schedule so that stashes a rank will not need for a while go to
+// the capacity tier after their forward and come back shortly before their backward. It only
+// inserts Offload and Prefetch instructions; the order of everything else is unchanged, so
+// the pass composes with every generator.
+//
+// Rule, per rank, for the stash s = (mb, chunk) made by Forward F_s and freed by its
+// BackwardWeight W_s. Counting only compute instructions (F, B, W) of the rank's list:
+//   keep      s stays resident when fewer than `keep` other Forwards run between F_s and
+//             W_s; otherwise Offload(s) goes directly after F_s.
+//   lookahead Prefetch(s) goes directly after the compute instruction that runs `lookahead`
+//             compute instructions before B_s, so exactly `lookahead` of them overlap the
+//             copy back; when that would be before the Offload, it goes right after it.
+// keep = 0 offloads every stash; a keep larger than the forwards that ever overlap one stash
+// offloads none. GPipe with m = 8 and keep = 1 keeps only the last microbatch's stash.
+//
+// What it guarantees (validate()'s max_resident_stashes, which counts a stash from F to W
+// except between Offload and Prefetch):
+//   * at most `keep` kept stashes are alive at once on a rank (a kept stash sees fewer than
+//     `keep` forwards before it is freed);
+//   * a prefetched stash whose B has not run has its B within the next lookahead + 1 compute
+//     instructions, so at most lookahead + 1 of them are back at once, and counting the one
+//     that sits between F and its Offload, or between B and a W that directly follows it,
+//     never more;
+//   so with B and W adjacent (gpipe, 1f1b, interleaved-1f1b) resident stashes per rank are
+//   at most keep + lookahead + 1. Schedules that defer W (zb-h1) add the stashes waiting
+//   between their B and W, which stay resident.
+#pragma once
+
+#include "kernels/status.hpp"
+#include "partition/schedule.hpp"
+
+namespace spw::sched {
+
+struct OffloadPolicy {
+  int keep = 1;       // >= 0
+  int lookahead = 1;  // >= 0, in compute instructions
+};
+
+// invalid_argument when keep or lookahead is negative, the schedule does not validate (its
+// message, with context) or already holds Offload / Prefetch instructions. The result
+// passes validate(); the pass checks that before returning it.
+Result<Schedule> insert_offload(const Schedule& schedule, const OffloadPolicy& policy);
+
+}  // namespace spw::sched
