@@ -719,8 +719,7 @@ Result<JobConfig> parse_job_string(std::string_view toml_text, const std::string
   }
 }
 
-Result<JobConfig> load_job_file(const std::string& path,
-                                const std::vector<std::string>& overrides) {
+Result<std::string> read_job_file(const std::string& path) {
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   if (status.type() == std::filesystem::file_type::not_found) {
@@ -740,7 +739,13 @@ Result<JobConfig> load_job_file(const std::string& path,
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) return error(StatusCode::io_error, "cannot read job file '" + path + "'");
-  return parse_job_string(text.str(), path, overrides);
+  return text.str();
+}
+
+Result<JobConfig> load_job_file(const std::string& path,
+                                const std::vector<std::string>& overrides) {
+  SPW_ASSIGN_OR_RETURN(const std::string text, read_job_file(path));
+  return parse_job_string(text, path, overrides);
 }
 
 Status check_override(const std::string& argument, std::string_view override_label) {
@@ -749,7 +754,8 @@ Status check_override(const std::string& argument, std::string_view override_lab
     Origins origins;
     return apply_override(doc, argument, override_label, origins);
   } catch (const std::exception& e) {
-    return error(StatusCode::internal, std::string(override_label) + " " + argument + ": " + e.what());
+    return error(StatusCode::internal,
+                 std::string(override_label) + " " + argument + ": " + e.what());
   }
 }
 

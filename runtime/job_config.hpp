@@ -143,6 +143,9 @@ struct JobConfig {
 // before anything is checked. A missing file is not_found, an unreadable one io_error.
 Result<JobConfig> load_job_file(const std::string& path, const std::vector<std::string>& overrides);
 
+// A job file's text, unchecked, with the errors load_job_file gives for a file it cannot read.
+Result<std::string> read_job_file(const std::string& path);
+
 // The same for job text already in memory; `source_name` is what error messages call it, and
 // `override_label` what they call an override ("--set train.lr=x: ..." on the command line,
 // "spw_job_set train.lr=x: ..." through the C ABI).

@@ -409,7 +409,7 @@ contains
       allocate(buffer(needed))
       status = c_trainer_describe_plan(trainer%ptr, c_loc(buffer), needed, needed)
       if (status == SPW_OK) then
-        allocate(character(needed - 1) :: text)
+        text = repeat(' ', int(needed) - 1)
         do i = 1, int(needed) - 1
           text(i:i) = buffer(i)
         end do

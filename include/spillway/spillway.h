@@ -38,6 +38,14 @@
 #ifndef SPILLWAY_SPILLWAY_H
 #define SPILLWAY_SPILLWAY_H
 
+/* Open MPI's and MPICH's mpi.h pull in the C++ bindings (removed in MPI-3) when compiled as
+ * C++, and those need libmpi_cxx at link time; spillway.h needs only the C API. */
+#if defined(__cplusplus) && !defined(OMPI_SKIP_MPICXX)
+#define OMPI_SKIP_MPICXX 1
+#endif
+#if defined(__cplusplus) && !defined(MPICH_SKIP_MPICXX)
+#define MPICH_SKIP_MPICXX 1
+#endif
 #include <mpi.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -132,6 +140,8 @@ SPW_API spw_status spw_session_free(spw_session session);
  * --set`. Jobs are local (not collective) and need no MPI. Values are range-checked as a
  * whole job by spw_job_check and spw_trainer_create; spw_job_set checks only the key and
  * the value's TOML syntax, since a job is often inconsistent half-way through being set.
+ * spw_trainer_train says how many steps to run, so a job may leave out train.steps and
+ * train.epochs (the CLI needs one of them); it is then checked as if train.steps = 1.
  *
  * A model can also be built by calls instead of model.* keys:
  *   MLP: spw_job_set_input(job, 784); spw_job_add_dense(job, 1024); spw_job_add_dense(job, 10);
@@ -262,25 +272,27 @@ SPW_API spw_status spw_trainer_train(spw_trainer trainer, int64_t steps);
 
 /* Steps run so far (including those a loaded checkpoint had run).
  *   SPW_ERR_NULL_HANDLE  trainer or steps is NULL
- *   SPW_ERR_BAD_STATE    trainer was freed */
+ *   SPW_ERR_BAD_STATE    trainer was freed, or failed earlier */
 SPW_API spw_status spw_trainer_steps_done(spw_trainer trainer, int64_t* steps);
 
 /* The mean loss over the batch of the latest step, the same on every rank.
  *   SPW_ERR_NULL_HANDLE  trainer or loss is NULL
- *   SPW_ERR_BAD_STATE    trainer was freed, or no step has run since it was created */
+ *   SPW_ERR_BAD_STATE    trainer was freed or failed earlier, or no step has run since it
+ *                        was created */
 SPW_API spw_status spw_trainer_loss(spw_trainer trainer, double* loss);
 
 /* The median throughput over the steps this trainer ran, the first (warm-up) step left out
  * when there are others: tokens/s for a GPT, samples/s for an MLP, for the whole batch.
  *   SPW_ERR_NULL_HANDLE  trainer or per_second is NULL
- *   SPW_ERR_BAD_STATE    trainer was freed, or no step has run since it was created */
+ *   SPW_ERR_BAD_STATE    trainer was freed or failed earlier, or no step has run since it
+ *                        was created */
 SPW_API spw_status spw_trainer_throughput(spw_trainer trainer, double* per_second);
 
 /* The highest number of bytes this rank (process) has held at once, as spillway's memory
  * ledger counts them (parameters, gradients, optimizer state, activations, workspace),
  * since the process started. Differs between ranks; not collective.
  *   SPW_ERR_NULL_HANDLE  trainer or bytes is NULL
- *   SPW_ERR_BAD_STATE    trainer was freed */
+ *   SPW_ERR_BAD_STATE    trainer was freed, or failed earlier */
 SPW_API spw_status spw_trainer_peak_memory(spw_trainer trainer, uint64_t* bytes);
 
 /* Collective. Writes the whole model, the optimizer's state and the step count to the

@@ -1,7 +1,5 @@
 // spw_job_*: building a job description by file, text and calls. Local; no MPI.
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include "spillway/spillway.h"
@@ -24,17 +22,6 @@ spw_status create_job(const char* fn, Result<JobDraft> draft, spw_job* out) {
   return SPW_OK;
 }
 
-// The job file's text, with the errors load_job_file gives the CLI.
-Result<std::string> read_job_file(const std::string& path) {
-  // load_job_file checks existence and type and parses; reading again keeps the text.
-  SPW_TRY(load_job_file(path, {}).status());
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!in || in.bad()) return error(StatusCode::io_error, "cannot read job file '" + path + "'");
-  return text.str();
-}
-
 }  // namespace
 }  // namespace spw::capi
 
@@ -55,7 +42,7 @@ SPW_API spw_status spw_job_create_from_file(const char* path, spw_job* job) {
   return guarded(fn, [&] {
     if (path == nullptr) return fail(fn, SPW_ERR_NULL_HANDLE, "path is NULL: pass the job file's path");
     if (job == nullptr) return fail(fn, SPW_ERR_NULL_HANDLE, "job is NULL: pass the address of an spw_job");
-    auto text = read_job_file(path);
+    auto text = spw::read_job_file(path);
     if (!text.ok()) return fail(fn, text.status());
     return create_job(fn, JobDraft::from_text(std::move(text).value(), path), job);
   });

@@ -3,11 +3,15 @@
 #include <algorithm>
 #include <limits>
 
+#include <toml++/toml.h>
+
 namespace spw::capi {
 namespace {
 
 // How job errors name a setting: "spw_job_set train.lr=-1: 'train.lr' must be > 0".
 constexpr const char* kSetLabel = "spw_job_set";
+// What a job that does not say how long to train is checked with (see text_sets_length_).
+constexpr const char* kDefaultLength = "train.steps=1";
 
 AbiError ok() { return {}; }
 AbiError bad_state(std::string message) { return {SPW_ERR_BAD_STATE, std::move(message)}; }
@@ -33,9 +37,20 @@ std::string toml_array(const std::vector<int>& values) {
 }  // namespace
 
 Result<JobDraft> JobDraft::from_text(std::string toml_text, std::string source_name) {
-  const auto checked = parse_job_string(toml_text, source_name, {}, kSetLabel);
+  bool sets_length = false;
+  try {
+    const toml::table doc = toml::parse(toml_text, source_name);
+    sets_length = doc["train"]["steps"] || doc["train"]["epochs"];
+  } catch (const toml::parse_error&) {
+    // parse_job_string reports it below, with the line and column.
+  }
+  const auto checked = parse_job_string(toml_text, source_name,
+                                        sets_length ? std::vector<std::string>{}
+                                                    : std::vector<std::string>{kDefaultLength},
+                                        kSetLabel);
   if (!checked.ok()) return checked.status();
   JobDraft draft;
+  draft.text_sets_length_ = sets_length;
   draft.text_ = std::move(toml_text);
   draft.source_name_ = std::move(source_name);
   return draft;
@@ -132,8 +147,17 @@ AbiError JobDraft::add_transformer_blocks(int count) {
   return ok();
 }
 
+std::vector<std::string> JobDraft::overrides_with_defaults() const {
+  std::vector<std::string> overrides;
+  if (!text_sets_length_ && !sets_key("train.steps") && !sets_key("train.epochs")) {
+    overrides.push_back(kDefaultLength);
+  }
+  overrides.insert(overrides.end(), overrides_.begin(), overrides_.end());
+  return overrides;
+}
+
 AbiError JobDraft::resolve(JobConfig& out) const {
-  std::vector<std::string> overrides = overrides_;
+  std::vector<std::string> overrides = overrides_with_defaults();
   if (built_ == BuiltModel::mlp) {
     if (dims_.size() < 2) {
       return bad_state("the MLP has an input width but no layers: add at least one with "

@@ -33,7 +33,11 @@ class JobDraft {
   // Keys the model-building calls own once they are used.
   static bool is_built_key(const std::string& key);
   bool sets_key(const std::string& key) const;
+  std::vector<std::string> overrides_with_defaults() const;
 
+  // Whether the TOML text says how long to train (train.steps or train.epochs). The ABI's
+  // spw_trainer_train says it instead, so a job without either is checked with steps = 1.
+  bool text_sets_length_ = false;
   std::string text_;
   std::string source_name_ = "job";
   std::vector<std::string> overrides_;  // "section.key=value", in call order

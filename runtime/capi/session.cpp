@@ -73,7 +73,9 @@ SPW_API spw_status spw_session_create_f(MPI_Fint comm, spw_session* session) {
     MPI_Finalized(&finalized);
     if (!initialized || finalized) return create_session(fn, MPI_COMM_NULL, session);
     const MPI_Comm c = MPI_Comm_f2c(comm);
-    if (c == MPI_COMM_NULL && session != nullptr) {
+    // Open MPI returns a null pointer rather than MPI_COMM_NULL for an index it never gave
+    // out; MPI_Comm{} is that null in either representation of MPI_Comm (pointer or int).
+    if ((c == MPI_COMM_NULL || c == MPI_Comm{}) && session != nullptr) {
       return fail(fn, SPW_ERR_INVALID_ARGUMENT,
                   "comm " + std::to_string(comm) + " is not a Fortran communicator handle "
                   "(or it is MPI_COMM_NULL): pass e.g. MPI_COMM_WORLD");

@@ -149,7 +149,7 @@ SPW_API spw_status spw_trainer_train(spw_trainer trainer, int64_t steps) {
 SPW_API spw_status spw_trainer_steps_done(spw_trainer trainer, int64_t* steps) {
   const char* const fn = __func__;
   return guarded(fn, [&] {
-    if (const spw_status s = check_handle(fn, trainer, HandleKind::trainer, "trainer")) return s;
+    if (const spw_status s = check_usable(fn, trainer)) return s;
     if (steps == nullptr) return fail(fn, SPW_ERR_NULL_HANDLE, "steps is NULL: pass an int64_t's address");
     *steps = trainer->pipeline.executor->steps_done();
     return SPW_OK;
@@ -159,7 +159,7 @@ SPW_API spw_status spw_trainer_steps_done(spw_trainer trainer, int64_t* steps) {
 SPW_API spw_status spw_trainer_loss(spw_trainer trainer, double* loss) {
   const char* const fn = __func__;
   return guarded(fn, [&] {
-    if (const spw_status s = check_handle(fn, trainer, HandleKind::trainer, "trainer")) return s;
+    if (const spw_status s = check_usable(fn, trainer)) return s;
     if (loss == nullptr) return fail(fn, SPW_ERR_NULL_HANDLE, "loss is NULL: pass a double's address");
     if (trainer->losses.empty()) {
       return fail(fn, SPW_ERR_BAD_STATE, "no step has run yet: call spw_trainer_train first");
@@ -172,7 +172,7 @@ SPW_API spw_status spw_trainer_loss(spw_trainer trainer, double* loss) {
 SPW_API spw_status spw_trainer_throughput(spw_trainer trainer, double* per_second) {
   const char* const fn = __func__;
   return guarded(fn, [&] {
-    if (const spw_status s = check_handle(fn, trainer, HandleKind::trainer, "trainer")) return s;
+    if (const spw_status s = check_usable(fn, trainer)) return s;
     if (per_second == nullptr) return fail(fn, SPW_ERR_NULL_HANDLE, "per_second is NULL: pass a double's address");
     if (trainer->step_seconds.empty()) {
       return fail(fn, SPW_ERR_BAD_STATE, "no step has run yet: call spw_trainer_train first");
@@ -185,7 +185,7 @@ SPW_API spw_status spw_trainer_throughput(spw_trainer trainer, double* per_secon
 SPW_API spw_status spw_trainer_peak_memory(spw_trainer trainer, uint64_t* bytes) {
   const char* const fn = __func__;
   return guarded(fn, [&] {
-    if (const spw_status s = check_handle(fn, trainer, HandleKind::trainer, "trainer")) return s;
+    if (const spw_status s = check_usable(fn, trainer)) return s;
     if (bytes == nullptr) return fail(fn, SPW_ERR_NULL_HANDLE, "bytes is NULL: pass a uint64_t's address");
     *bytes = static_cast<uint64_t>(spw::MemoryLedger::process().peak_total());
     return SPW_OK;
