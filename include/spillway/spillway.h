@@ -22,10 +22,10 @@
  *
  * Handles. A handle is valid from the create call that returned it until its free call.
  * Passing NULL where a handle is expected returns SPW_ERR_NULL_HANDLE. Passing a freed
- * handle, or a handle of another type, returns SPW_ERR_BAD_STATE where detectable: the
- * library keeps a registry of live handles, so a freed handle is always recognised unless
- * a handle created later happens to reuse its address. Passing a pointer that was never a
- * handle is undefined unless it is a freed or live handle's address.
+ * handle, a handle of another type (cast), or any other pointer returns SPW_ERR_BAD_STATE
+ * where detectable: the library looks every handle up in a registry of live handles before
+ * touching it, so a freed handle is recognised unless a handle of the same type created
+ * later happens to reuse its address.
  *
  * Threads. Handles are not locked: use each session (and its jobs and trainers) from one
  * thread at a time. Error messages are per thread. The library calls MPI only from the
@@ -112,7 +112,8 @@ SPW_API spw_status spw_get_version(int* major, int* minor, int* patch);
  *                             MPI_Init_thread first (spillway never initialises MPI)
  *   SPW_ERR_INVALID_ARGUMENT  comm is MPI_COMM_NULL or an inter-communicator
  *   SPW_ERR_COMMUNICATION     MPI_Comm_dup failed
- * On failure *session is untouched. */
+ * On failure *session is untouched. A value that is not a communicator at all is MPI's to
+ * judge: under MPI's default error handler it ends the job. */
 SPW_API spw_status spw_session_create(MPI_Comm comm, spw_session* session);
 
 /* spw_session_create for a Fortran communicator handle (converted with MPI_Comm_f2c). The
@@ -322,9 +323,10 @@ SPW_API spw_status spw_trainer_save_checkpoint(spw_trainer trainer, const char* 
  * usable; after any other failure it is unusable. */
 SPW_API spw_status spw_trainer_load_checkpoint(spw_trainer trainer, const char* path);
 
-/* Collective in MPI's terms (it frees the trainer's communicators; Open MPI completes that
- * locally, so it is safe after a failure). Frees the trainer, also after a failed call.
- * NULL does nothing (SPW_OK).
+/* Frees the trainer, also after a failed call. In MPI's terms this is collective (it frees
+ * the trainer's communicators), but MPI_Comm_free completes without waiting for peers, so
+ * a rank can free its trainer after a failure before it ends the job. NULL does nothing
+ * (SPW_OK).
  *   SPW_ERR_BAD_STATE  trainer was freed already */
 SPW_API spw_status spw_trainer_free(spw_trainer trainer);
 
