@@ -6,7 +6,12 @@
 #include <limits>
 
 #include "kernels/memory_ledger.hpp"
+#include "offload/file_tier.hpp"
+#include "offload/host_tier.hpp"
+#include "offload/peer_tier.hpp"
 #include "partition/generators.hpp"
+#include "partition/offload_pass.hpp"
+#include "partition/validator.hpp"
 #include "runtime/checkpoint.hpp"
 #include "runtime/mpi_support.hpp"
 
@@ -20,6 +25,11 @@ struct PipelineExecutor::Slot {
   std::vector<MPI_Request> sends;
   bool weight_done = false;
   bool grad_sent = false;
+  // Where the stash is: resident, being copied out (its memory still held), out on the
+  // capacity tier (its tensors freed, their shapes kept), or being copied back.
+  enum class Residency { resident, evicting, offloaded, prefetching } residency = Residency::resident;
+  std::vector<std::pair<Tensor*, Shape>> offloaded;  // stash tensors freed while out
+  double transfer_started = 0;
 };
 
 namespace {
@@ -50,6 +60,9 @@ Result<int> element_count(const Tensor& tensor) {
 }  // namespace
 
 PipelineExecutor::~PipelineExecutor() {
+  // The engine first: its thread may still copy out of slots, and a peer tier frees its
+  // window collectively, at the same point on every rank.
+  engine_.reset();
   // Requests still open here belong to a failed step; their buffers die with the slots.
   for (MPI_Comm* comm : {&pipeline_comm_, &replica_comm_}) {
     if (*comm != MPI_COMM_NULL) MPI_Comm_free(comm);
@@ -106,14 +119,15 @@ Status PipelineExecutor::setup(const PipelineSettings& settings, MPI_Comm world)
   shape.chunks = l.chunks;
   shape.data_parallel = l.replicas > 1;
   SPW_ASSIGN_OR_RETURN(schedule_, sched::make_schedule(l.schedule, shape));
+  if (settings_.offload.tier != OffloadTier::none) {
+    sched::OffloadPolicy policy;
+    policy.keep = settings_.offload.keep;
+    policy.lookahead = settings_.offload.lookahead;
+    SPW_ASSIGN_OR_RETURN(schedule_, sched::insert_offload(schedule_, policy));
+  }
   list_ = schedule_.lists[static_cast<std::size_t>(pipeline_rank_)];
   for (std::size_t i = 0; i < list_.size(); ++i) {
     if (sched::is_recv(list_[i].op)) receive_positions_.push_back(i);
-    if (list_[i].op == sched::Op::offload || list_[i].op == sched::Op::prefetch) {
-      return error(StatusCode::unsupported,
-                   "schedule " + l.schedule + " offloads stashes, which this executor "
-                   "does not run yet");
-    }
   }
   const int tags_needed = (l.microbatches + 1) * l.stage_count() * 4;
   if (tags_needed > tag_limit_) {
@@ -165,7 +179,7 @@ Status PipelineExecutor::setup(const PipelineSettings& settings, MPI_Comm world)
   active_.assign(chunks_.size(), std::vector<Slot*>(m, nullptr));
   reduce_started_.assign(chunks_.size(), -1.0);
   timings_.resize(chunks_.size());
-  return Status::success();
+  return setup_offload();
 }
 
 std::vector<NamedParameter> PipelineExecutor::local_parameters() {
@@ -184,6 +198,201 @@ std::int64_t PipelineExecutor::activation_bytes(int chunk) const {
   const Shape shape = model.spec().activation_shape(
       model.first_block() + static_cast<std::int64_t>(model.size()) - 1, mb);
   return shape.rank() == 0 ? 0 : shape.numel() * static_cast<std::int64_t>(sizeof(float));
+}
+
+std::uint64_t PipelineExecutor::stash_id(int chunk, int mb) const {
+  return static_cast<std::uint64_t>(mb) * chunks_.size() + static_cast<std::uint64_t>(chunk);
+}
+
+// What B and W read from the forward: every block's input (the chunk input first) and every
+// block's saved state. The chunk's own output is not among them: it has gone to the next
+// stage, and its send may still be reading it.
+std::vector<Tensor*> PipelineExecutor::stash_tensors(Slot& s, int chunk) {
+  std::vector<Tensor*> tensors;
+  const std::size_t blocks = chunks_[static_cast<std::size_t>(chunk)]->size();
+  for (std::size_t i = 0; i < blocks && i < s.acts.slot_count(); ++i) {
+    if (s.acts.at(i).allocation() != nullptr) tensors.push_back(&s.acts.at(i));
+  }
+  for (BlockState& state : s.states) {
+    for (std::size_t i = 0; i < state.saved.slot_count(); ++i) {
+      if (state.saved.at(i).allocation() != nullptr) tensors.push_back(&state.saved.at(i));
+    }
+  }
+  return tensors;
+}
+
+namespace {
+
+std::vector<offload::Region> regions_of(const std::vector<Tensor*>& tensors) {
+  std::vector<offload::Region> regions;
+  for (Tensor* t : tensors) regions.push_back({t->data(), t->bytes()});
+  return regions;
+}
+
+}  // namespace
+
+// The bytes one microbatch's stash holds on each chunk, learnt by running the first
+// microbatch's forward once on placeholder inputs: the peer tier must size its window
+// before any real forward runs. The slot it fills goes back to the pool for step 1.
+Result<std::int64_t> PipelineExecutor::measure_stash_bytes() {
+  SPW_TRY(load_microbatches());
+  std::int64_t largest = 0;
+  for (std::size_t c = 0; c < chunks_.size(); ++c) {
+    const int chunk = static_cast<int>(c);
+    SPW_ASSIGN_OR_RETURN(Slot * s, slot(chunk, 0));
+    Model& model = *chunks_[c];
+    const MicrobatchData& data = microbatches_[0];
+    SPW_ASSIGN_OR_RETURN(Tensor * input, chunk_input(*s, chunk, 0));
+    if (input != nullptr) input->fill(0.0f);
+    for (std::size_t b = 0; b < model.size(); ++b) {
+      const Shape shape = model.block(b).output_shape(data);
+      Tensor* output = nullptr;
+      if (shape.rank() > 0) {
+        SPW_ASSIGN_OR_RETURN(output, s->acts.get(b + 1, shape));
+      }
+      double loss = 0;
+      SPW_TRY(model.block(b).forward(data, b == 0 ? input : &s->acts.at(b), output,
+                                     s->states[b], &loss));
+    }
+    std::int64_t bytes = 0;
+    for (Tensor* t : stash_tensors(*s, chunk)) bytes += static_cast<std::int64_t>(t->bytes());
+    largest = std::max(largest, bytes);
+    active_[c][0] = nullptr;
+    free_slots_[c].push_back(s);
+  }
+  return largest;
+}
+
+Status PipelineExecutor::setup_offload() {
+  const OffloadConfig& config = settings_.offload;
+  if (config.tier == OffloadTier::none) return Status::success();
+  std::unique_ptr<offload::Tier> tier;
+  switch (config.tier) {
+    case OffloadTier::host: {
+      SPW_ASSIGN_OR_RETURN(tier, offload::make_host_tier());
+      break;
+    }
+    case OffloadTier::file: {
+      SPW_ASSIGN_OR_RETURN(tier, offload::make_file_tier(config.dir));
+      break;
+    }
+    case OffloadTier::peer: {
+      // Stashes pile up on early stages (1F1B holds P - p on rank p): lend to the mirror
+      // rank of the same replica, whose stage holds few, or to the next replica's same
+      // stage when the pipeline has no mirror (one rank, or the middle of an odd one).
+      const PipelineLayout& l = layout();
+      int peer = -1;
+      const int mirror = l.pipeline_ranks - 1 - pipeline_rank_;
+      if (mirror != pipeline_rank_) {
+        peer = replica_ * l.pipeline_ranks + mirror;
+      } else if (l.replicas > 1) {
+        peer = ((replica_ + 1) % l.replicas) * l.pipeline_ranks + pipeline_rank_;
+      }
+      SPW_ASSIGN_OR_RETURN(auto report, sched::validate(schedule_));
+      SPW_ASSIGN_OR_RETURN(std::int64_t per_stash, measure_stash_bytes());
+      // Every stash alive at once could be out at once; 4 KiB per stash for alignment.
+      const std::size_t capacity = static_cast<std::size_t>(
+          report.max_live_stashes[static_cast<std::size_t>(pipeline_rank_)] *
+          (per_stash + 4096));
+      // Collective: every rank reaches this, even one without a partner (peer -1).
+      auto made = offload::make_peer_tier(world_, peer, peer < 0 ? 0 : capacity);
+      if (!made.ok()) return made.status();
+      if (peer < 0) {
+        return error(StatusCode::invalid_argument,
+                     "offload.tier = \"peer\" needs a partner rank, and a one-rank pipeline "
+                     "without replicas has none: use offload.tier = \"file\" or more ranks");
+      }
+      tier = std::move(made).value();
+      break;
+    }
+    case OffloadTier::none: break;
+  }
+  offload::EngineOptions options;
+  options.verify = config.verify;
+  SPW_ASSIGN_OR_RETURN(engine_, offload::OffloadEngine::create(std::move(tier), options));
+  return Status::success();
+}
+
+Status PipelineExecutor::offload(int mb, int chunk) {
+  SPW_ASSIGN_OR_RETURN(Slot * s, slot(chunk, mb));
+  s->transfer_started = now();
+  SPW_TRY(engine_->evict(stash_id(chunk, mb), regions_of(stash_tensors(*s, chunk))));
+  s->residency = Slot::Residency::evicting;
+  evicting_.push_back({chunk, mb});
+  return Status::success();
+}
+
+// Once a stash's copy is out, its memory is given back. A copy that failed leaves the
+// stash resident: its memory was never released, so nothing is lost and the cap still
+// holds; the run goes on with it in memory.
+Status PipelineExecutor::settle_eviction(Slot& s, int chunk, int mb, bool block) {
+  if (s.residency != Slot::Residency::evicting) return Status::success();
+  const std::uint64_t id = stash_id(chunk, mb);
+  if (!block && !engine_->done(id)) return Status::success();
+  const Status copied = engine_->wait(id);
+  const double end = now();
+  record(TraceTrack::offload, sched::Instruction::offload(mb, chunk), 0, s.transfer_started, end);
+  if (!copied.ok()) {
+    ++failed_evictions_;
+    s.residency = Slot::Residency::resident;
+    return Status::success();
+  }
+  s.offloaded.clear();
+  std::int64_t bytes = 0;
+  for (Tensor* t : stash_tensors(s, chunk)) {
+    s.offloaded.push_back({t, t->shape()});
+    bytes += static_cast<std::int64_t>(t->bytes());
+    *t = Tensor();
+  }
+  if (tracing_ && !trace_.empty() && trace_.back().instruction.op == sched::Op::offload) {
+    trace_.back().bytes = bytes;
+  }
+  s.residency = Slot::Residency::offloaded;
+  return Status::success();
+}
+
+Status PipelineExecutor::prefetch(int mb, int chunk) {
+  SPW_ASSIGN_OR_RETURN(Slot * s, slot(chunk, mb));
+  SPW_TRY(settle_eviction(*s, chunk, mb, /*block=*/true));
+  if (s->residency != Slot::Residency::offloaded) return Status::success();
+  // Give the stash its memory back, tensor by tensor in eviction order, then fill it.
+  std::vector<Tensor*> targets;
+  for (auto& [tensor, shape] : s->offloaded) {
+    SPW_ASSIGN_OR_RETURN(*tensor, Tensor::zeros(shape, MemoryCategory::stash));
+    targets.push_back(tensor);
+  }
+  s->offloaded.clear();
+  s->transfer_started = now();
+  SPW_TRY(engine_->prefetch(stash_id(chunk, mb), regions_of(targets)));
+  s->residency = Slot::Residency::prefetching;
+  return Status::success();
+}
+
+// Before B or W touches a stash: wait for it to be back, fetching it now if no prefetch
+// was scheduled early enough. The wait is the offload's cost the schedule did not hide.
+Status PipelineExecutor::ensure_resident(Slot& s, int chunk, int mb) {
+  if (s.residency == Slot::Residency::resident) return Status::success();
+  if (s.residency != Slot::Residency::prefetching) SPW_TRY(prefetch(mb, chunk));
+  if (s.residency != Slot::Residency::prefetching) return Status::success();
+  const double start = now();
+  const Status back = engine_->wait(stash_id(chunk, mb));
+  const double end = now();
+  current_.offload_wait_s += end - start;
+  record(TraceTrack::offload, sched::Instruction::prefetch(mb, chunk), 0, s.transfer_started, end);
+  if (!back.ok()) {
+    return back.with_context("bringing back the stash of microbatch " + std::to_string(mb));
+  }
+  s.residency = Slot::Residency::resident;
+  return Status::success();
+}
+
+OffloadTotals PipelineExecutor::offload_totals() const {
+  OffloadTotals totals;
+  if (!engine_) return totals;
+  totals.tier = engine_->tier().name();
+  totals.engine = engine_->stats();
+  totals.failed_evictions = failed_evictions_;
+  return totals;
 }
 
 std::int64_t PipelineExecutor::stash_bytes(int chunk) const {
@@ -229,11 +438,9 @@ Status PipelineExecutor::load_microbatches() {
   return Status::success();
 }
 
-Result<PipelineExecutor::Slot*> PipelineExecutor::slot(int chunk, int mb) {
-  const auto c = static_cast<std::size_t>(chunk);
-  Slot*& active = active_[c][static_cast<std::size_t>(mb)];
-  if (active != nullptr) return active;
-  // Reclaim slots whose sends have finished before growing the pool.
+// Retired slots whose sends have finished go back to the pool (and, with offload, give
+// their memory back): checked whenever a slot is needed and between instructions.
+Status PipelineExecutor::reclaim_retired() {
   for (std::size_t i = 0; i < retiring_.size();) {
     auto [owner, candidate] = retiring_[i];
     int done = 1;
@@ -244,12 +451,21 @@ Result<PipelineExecutor::Slot*> PipelineExecutor::slot(int chunk, int mb) {
     }
     if (done) {
       candidate->sends.clear();
+      release_if_offloading(*candidate);
       free_slots_[static_cast<std::size_t>(owner)].push_back(candidate);
       retiring_.erase(retiring_.begin() + static_cast<std::ptrdiff_t>(i));
     } else {
       ++i;
     }
   }
+  return Status::success();
+}
+
+Result<PipelineExecutor::Slot*> PipelineExecutor::slot(int chunk, int mb) {
+  const auto c = static_cast<std::size_t>(chunk);
+  Slot*& active = active_[c][static_cast<std::size_t>(mb)];
+  if (active != nullptr) return active;
+  SPW_TRY(reclaim_retired());
   if (free_slots_[c].empty()) {
     auto fresh = std::make_unique<Slot>();
     fresh->states.resize(chunks_[c]->size());
@@ -261,6 +477,16 @@ Result<PipelineExecutor::Slot*> PipelineExecutor::slot(int chunk, int mb) {
   active->weight_done = false;
   active->grad_sent = false;
   return active;
+}
+
+// Pooled slots keep their memory for the next microbatch, which is what makes steady steps
+// allocation-free; with offload that would undo its point, so a finished slot whose sends
+// have completed gives its memory back.
+void PipelineExecutor::release_if_offloading(Slot& s) {
+  if (!engine_) return;
+  s.acts.release();
+  s.grads.release();
+  for (BlockState& state : s.states) state.release();
 }
 
 Status PipelineExecutor::retire_if_done(int chunk, int mb) {
@@ -320,6 +546,7 @@ Status PipelineExecutor::forward(int mb, int chunk) {
 
 Status PipelineExecutor::backward_input(int mb, int chunk) {
   SPW_ASSIGN_OR_RETURN(Slot * s, slot(chunk, mb));
+  SPW_TRY(ensure_resident(*s, chunk, mb));
   Model& model = *chunks_[static_cast<std::size_t>(chunk)];
   const MicrobatchData& data = microbatches_[static_cast<std::size_t>(mb)];
   SPW_ASSIGN_OR_RETURN(Tensor * input, chunk_input(*s, chunk, mb));
@@ -345,6 +572,7 @@ Status PipelineExecutor::backward_input(int mb, int chunk) {
 
 Status PipelineExecutor::backward_weight(int mb, int chunk) {
   SPW_ASSIGN_OR_RETURN(Slot * s, slot(chunk, mb));
+  SPW_TRY(ensure_resident(*s, chunk, mb));
   Model& model = *chunks_[static_cast<std::size_t>(chunk)];
   const MicrobatchData& data = microbatches_[static_cast<std::size_t>(mb)];
   SPW_ASSIGN_OR_RETURN(Tensor * input, chunk_input(*s, chunk, mb));
@@ -455,7 +683,19 @@ Status PipelineExecutor::reduce_grads(int chunk) {
 }
 
 // Non-blocking collectives advance only inside MPI calls: test them between instructions.
+// Finished evictions give their memory back here too, as soon as they are noticed.
 Status PipelineExecutor::progress() {
+  if (engine_) SPW_TRY(reclaim_retired());
+  for (std::size_t i = 0; i < evicting_.size();) {
+    const auto [chunk, mb] = evicting_[i];
+    Slot* s = active_[static_cast<std::size_t>(chunk)][static_cast<std::size_t>(mb)];
+    if (s != nullptr) SPW_TRY(settle_eviction(*s, chunk, mb, /*block=*/false));
+    if (s == nullptr || s->residency != Slot::Residency::evicting) {
+      evicting_.erase(evicting_.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
+  }
   if (reduces_done_ || reduce_requests_.empty()) return Status::success();
   int done = 0;
   SPW_TRY(mpi_check(MPI_Testall(static_cast<int>(reduce_requests_.size()),
@@ -493,6 +733,7 @@ Status PipelineExecutor::optimizer_step() {
 Status PipelineExecutor::finish_sends() {
   for (auto& [chunk, s] : retiring_) {
     SPW_TRY(waitall(s->sends, "completing sends"));
+    release_if_offloading(*s);
     free_slots_[static_cast<std::size_t>(chunk)].push_back(s);
   }
   retiring_.clear();
@@ -544,8 +785,11 @@ Status PipelineExecutor::execute(const sched::Instruction& in, std::size_t posit
       current_.optimizer_s += now() - start;
       break;
     case Op::offload:
+      SPW_TRY(offload(in.mb, in.chunk));
+      return progress();
     case Op::prefetch:
-      return error(StatusCode::unsupported, "offload instructions are not run by this executor");
+      SPW_TRY(prefetch(in.mb, in.chunk));
+      return progress();
     case Op::send_stash:
     case Op::recv_stash:
     case Op::send_params:

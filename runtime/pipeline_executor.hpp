@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "kernels/status.hpp"
+#include "offload/engine.hpp"
 #include "partition/schedule.hpp"
 #include "runtime/batch_source.hpp"
 #include "runtime/model.hpp"
@@ -40,6 +41,7 @@ namespace spw {
 struct PipelineSettings {
   TrainSettings train;  // train.microbatches counts the whole batch's microbatches
   PipelineLayout layout;
+  OffloadConfig offload;  // tier none: stashes stay resident
   int receive_lookahead = 4;
   // Steps [trace_first_step, trace_first_step + trace_steps) record trace events (1-based).
   int trace_first_step = 1;
@@ -52,6 +54,14 @@ struct RankStepMetrics {
   double span_s = 0;       // from the step's start to the end of the rank's list
   double recv_wait_s = 0;  // blocked in receives
   double optimizer_s = 0;  // the OptimizerStep, including its wait for the all-reduce
+  double offload_wait_s = 0;  // blocked until a stash was back from the capacity tier
+};
+
+// What the offload engine did on this rank over the whole run.
+struct OffloadTotals {
+  std::string tier;  // empty: no offload
+  offload::EngineStats engine;
+  std::int64_t failed_evictions = 0;  // stashes that stayed resident because a copy failed
 };
 
 // Seconds this rank's chunks spent per microbatch, summed over the steps after the first
@@ -98,6 +108,7 @@ class PipelineExecutor {
   const std::vector<TraceEvent>& trace_events() const { return trace_; }
   const std::vector<RankStepMetrics>& step_metrics() const { return metrics_; }
   const std::vector<ChunkTiming>& chunk_timings() const { return timings_; }
+  OffloadTotals offload_totals() const;
   // Activation bytes a chunk sends per microbatch (its last block's output).
   std::int64_t activation_bytes(int chunk) const;
   // Bytes one microbatch in flight holds on `chunk`: its input, every block's output and
@@ -128,8 +139,18 @@ class PipelineExecutor {
   Status optimizer_step();
   Status progress();
   Status finish_sends();
+  Status setup_offload();
+  Result<std::int64_t> measure_stash_bytes();
+  std::vector<Tensor*> stash_tensors(Slot& slot, int chunk);
+  std::uint64_t stash_id(int chunk, int mb) const;
+  Status offload(int mb, int chunk);
+  Status prefetch(int mb, int chunk);
+  Status settle_eviction(Slot& slot, int chunk, int mb, bool block);
+  Status ensure_resident(Slot& slot, int chunk, int mb);
   Result<Slot*> slot(int chunk, int mb);
   Status retire_if_done(int chunk, int mb);
+  void release_if_offloading(Slot& slot);
+  Status reclaim_retired();
   Result<Tensor*> chunk_input(Slot& slot, int chunk, int mb);
   Result<Tensor*> chunk_output_grad(Slot& slot, int chunk, int mb);
   int tag_of(const sched::Transfer& transfer) const;
@@ -185,6 +206,10 @@ class PipelineExecutor {
   std::vector<RankStepMetrics> metrics_;
   std::vector<ChunkTiming> timings_;
   std::vector<TraceEvent> trace_;
+
+  std::unique_ptr<offload::OffloadEngine> engine_;
+  std::vector<std::pair<int, int>> evicting_;  // (chunk, mb) whose eviction may be running
+  std::int64_t failed_evictions_ = 0;
 };
 
 }  // namespace spw

@@ -30,16 +30,6 @@ Result<PipelineLayout> requested_layout(const JobConfig& job, int world_size) {
 
 namespace {
 
-// Every rank computes the same answer from the same job, so no agreement is needed.
-Status check_supported(const JobConfig& job) {
-  if (job.offload.tier != OffloadTier::none) {
-    return error(StatusCode::unsupported,
-                 "offload.tier = \"" + std::string(to_string(job.offload.tier)) +
-                     "\" is not available yet: set offload.tier = \"none\"");
-  }
-  return Status::success();
-}
-
 // This rank's part of the setup before any collective step; agreed by the caller.
 Status local_setup(const JobConfig& job, const PipelineJobOptions& options, MPI_Comm comm,
                    PipelineJob& out, std::int64_t& first_step) {
@@ -65,7 +55,6 @@ Status local_setup(const JobConfig& job, const PipelineJobOptions& options, MPI_
 
 Result<PipelineJob> open_pipeline_job(const JobConfig& job, MPI_Comm comm,
                                       const PipelineJobOptions& options) {
-  SPW_TRY(check_supported(job));
   int size = 1;
   SPW_TRY(mpi_check(MPI_Comm_size(comm, &size), "reading the job's size"));
   SPW_ASSIGN_OR_RETURN(PipelineLayout layout, requested_layout(job, size));
@@ -74,11 +63,11 @@ Result<PipelineJob> open_pipeline_job(const JobConfig& job, MPI_Comm comm,
   out.world = comm;
   SPW_TRY(mpi_check(MPI_Comm_rank(comm, &out.rank), "reading this rank's index"));
   out.settings.layout = layout;
+  out.settings.offload = job.offload;
   std::int64_t first_step = 0;  // where a resumed run starts
   SPW_TRY(agree_on_status(comm, local_setup(job, options, comm, out, first_step)));
 
-  const bool nothing_to_choose = size == 1 && layout.chunks == 1;
-  if (job.parallel.stages.form == StagesSpec::Form::automatic && !nothing_to_choose) {
+  if (job.parallel.stages.form == StagesSpec::Form::automatic) {
     SPW_ASSIGN_OR_RETURN(AutoPlan plan,
                          plan_automatically(out.settings.train, comm, job.output.dir));
     SPW_ASSIGN_OR_RETURN(MPI_Comm in_order, communicator_in_plan_order(comm, plan.world_rank));

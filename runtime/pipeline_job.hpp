@@ -59,12 +59,10 @@ struct PipelineJob {
 // means one stage per pipeline rank here. Every error is invalid_argument naming the keys.
 Result<PipelineLayout> requested_layout(const JobConfig& job, int world_size);
 
-// Collective over `comm`. Checks what the pipeline path cannot run yet, sets this rank's
-// threads (threads.count split among the ranks of a node), lets the planner choose the
-// layout when parallel.stages = "auto" (skipped on one rank with one chunk, where there is
-// nothing to choose, as `spillway train` skips it), creates the executor and loads
-// options.resume_from. Every error is agreed: all ranks return the same one and nothing is
-// left to free.
+// Collective over `comm`. Sets this rank's threads (threads.count split among the ranks of
+// a node), lets the planner choose the layout when parallel.stages = "auto", creates the
+// executor (with the job's [offload]) and loads options.resume_from. Every error is agreed:
+// all ranks return the same one and nothing is left to free.
 Result<PipelineJob> open_pipeline_job(const JobConfig& job, MPI_Comm comm,
                                       const PipelineJobOptions& options);
 

@@ -92,17 +92,25 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
   std::vector<double> mine;
   for (const auto& m : metrics) mine.push_back(m.busy_s);
   for (const auto& m : metrics) mine.push_back(m.span_s);
-  std::vector<double> busy, span, wait, optimizer;
+  std::vector<double> busy, span, wait, optimizer, offload_wait;
   for (const auto& m : metrics) {
     busy.push_back(m.busy_s);
     span.push_back(m.span_s);
     wait.push_back(m.recv_wait_s);
     optimizer.push_back(m.optimizer_s);
+    offload_wait.push_back(m.offload_wait_s);
   }
   mine.push_back(median_after_first(busy));
   mine.push_back(median_after_first(span));
   mine.push_back(median_after_first(wait));
   mine.push_back(median_after_first(optimizer));
+  const OffloadTotals offload = executor.offload_totals();
+  mine.push_back(median_after_first(offload_wait));
+  mine.push_back(static_cast<double>(offload.engine.bytes_evicted));
+  mine.push_back(static_cast<double>(offload.engine.bytes_prefetched));
+  mine.push_back(offload.engine.evict_seconds);
+  mine.push_back(offload.engine.prefetch_seconds);
+  mine.push_back(static_cast<double>(offload.failed_evictions));
   const LedgerSnapshot memory = MemoryLedger::process().snapshot();
   mine.push_back(static_cast<double>(memory.peak_total));
   for (MemoryCategory c : kAllMemoryCategories) mine.push_back(static_cast<double>(memory.peak_of(c)));
@@ -126,7 +134,8 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
 
   auto at = [&](int rank, std::size_t i) { return all[static_cast<std::size_t>(rank) * stride + i]; };
   const std::size_t medians = 2 * steps;
-  const std::size_t memory_at = medians + 4;
+  const std::size_t offload_at = medians + 4;
+  const std::size_t memory_at = offload_at + 6;
   const std::size_t chunks_at = memory_at + 1 + kMemoryCategoryCount;
 
   std::vector<double> bubble_per_step;
@@ -154,6 +163,13 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
                      {"span_seconds", at(r, medians + 1)},
                      {"receive_wait_seconds", at(r, medians + 2)},
                      {"optimizer_seconds", at(r, medians + 3)},
+                     {"offload",
+                      {{"wait_seconds_per_step", at(r, offload_at)},
+                       {"bytes_evicted", at(r, offload_at + 1)},
+                       {"bytes_prefetched", at(r, offload_at + 2)},
+                       {"evict_seconds", at(r, offload_at + 3)},
+                       {"prefetch_seconds", at(r, offload_at + 4)},
+                       {"failed_evictions", at(r, offload_at + 5)}}},
                      {"peak_bytes", static_cast<std::size_t>(at(r, memory_at))},
                      {"peak_bytes_by_category", by_category(peak)}});
   }

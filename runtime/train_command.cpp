@@ -127,7 +127,11 @@ Status run_train_command(const TrainCommand& command, MPI_Comm comm, FailureScop
   if (size > 1) SPW_TRY(agree_on_status(comm, job.status()));
   if (!job.ok()) return job.status();
   SPW_ASSIGN_OR_RETURN(PipelineLayout layout, requested_layout(*job, size));
-  if (layout.world_size() == 1 && layout.chunks == 1) return run_single_rank(*job, command);
+  // The single-rank trainer is the reference; everything it does not do (chunks, offload)
+  // runs on the pipeline executor, which also runs on one rank.
+  if (layout.world_size() == 1 && layout.chunks == 1 && job->offload.tier == OffloadTier::none) {
+    return run_single_rank(*job, command);
+  }
   return run_pipeline_job(*job, command, comm, scope);
 }
 

@@ -219,8 +219,9 @@ SPW_API spw_status spw_job_free(spw_job job);
  * `spillway train` lays it out: parallel.stages as a count or block ranges, or "auto" (the
  * default) to let the planner choose stages, replicas, chunks, microbatches and schedule
  * from a profile of the model and measured links (rank 0 creates output.dir and caches
- * them there; with one rank and one chunk there is nothing to plan). Training, loss and
- * memory figures match the CLI's for the same job. The library writes nothing to stdout.
+ * them there; this profiles the model, even on one rank, so explicit stages start faster).
+ * Activation stashes go to the job's [offload] tier. Training, loss and memory figures
+ * match the CLI's for the same job. The library writes nothing to stdout.
  *
  * After a collective call fails, the trainer is unusable: every later call on it returns
  * SPW_ERR_BAD_STATE except spw_trainer_free. Errors while setting up (spw_trainer_create)
@@ -239,9 +240,9 @@ SPW_API spw_status spw_job_free(spw_job job);
  *   SPW_ERR_CONFIG            the job is not valid
  *   SPW_ERR_INVALID_ARGUMENT  the layout does not fit the ranks, the model or the batch
  *                             (e.g. parallel.stages = 3 on 2 ranks)
- *   SPW_ERR_UNSUPPORTED       the job asks for something not available yet (offload.tier
- *                             other than "none"), or output.checkpoint_every > 0 (the ABI
- *                             writes checkpoints when told: spw_trainer_save_checkpoint)
+ *   SPW_ERR_UNSUPPORTED       output.checkpoint_every > 0 (the ABI writes checkpoints when
+ *                             told: spw_trainer_save_checkpoint), or a schedule or tier
+ *                             this build or machine cannot run
  *   SPW_ERR_NOT_FOUND, SPW_ERR_IO  the data or train.init_from cannot be read
  *   SPW_ERR_MEMORY_CAP, SPW_ERR_OUT_OF_MEMORY, SPW_ERR_COMMUNICATION
  * On failure *trainer is untouched, on every rank alike, and nothing needs freeing. */
