@@ -467,6 +467,8 @@ static void failed_trainer(spw_session session) {
   EXPECT_OK(spw_job_set(job, "train.batch", "256"));
   EXPECT_OK(spw_job_set(job, "train.microbatches", "1"));
   EXPECT_OK(spw_job_set(job, "memory.cap", "\"2 MiB\""));
+  /* Explicit: with "auto" the planner would choose microbatches that fit the cap. */
+  EXPECT_OK(spw_job_set(job, "parallel.stages", "1"));
   EXPECT_OK(spw_trainer_create(session, job, &trainer));
   EXPECT(spw_trainer_train(trainer, 1), SPW_ERR_MEMORY_CAP, "spw_trainer_train: step 1");
   EXPECT(spw_trainer_train(trainer, 1), SPW_ERR_BAD_STATE,

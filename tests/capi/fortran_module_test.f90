@@ -50,6 +50,7 @@ program fortran_module_test
   call spw_job_set(job, 'model.seq', '16', ierror)
   call spw_job_set(job, 'data.source', 'synthetic', ierror)
   call spw_job_set(job, 'train.batch', '4', ierror)
+  call spw_job_set(job, 'parallel.stages', '1', ierror)
   call spw_job_add_transformer_blocks(job, 1, ierror)
   call check(ierror == SPW_OK, 'spw_job_add_transformer_blocks')
   call spw_job_check(job, ierror)
