@@ -189,8 +189,9 @@ std::string trim(std::string_view text) {
   return std::string(text.substr(begin, end - begin + 1));
 }
 
-// The --set argument that last supplied each "section.key", so errors in overridden values
-// name the argument rather than a line of the file that no longer holds the value.
+// The override that last supplied each "section.key", labelled as its caller calls them
+// ("--set train.lr=0.1"), so errors in overridden values name the override rather than a
+// line of the file that no longer holds the value.
 using Origins = std::map<std::string, std::string, std::less<>>;
 
 enum class Bound { positive, non_negative, unit_interval };
@@ -215,7 +216,7 @@ class JobReader {
 
   std::string where(std::string_view key, const toml::node* node) const {
     if (const auto origin = origins_.find(key); origin != origins_.end()) {
-      return "--set " + origin->second;
+      return origin->second;
     }
     if (node != nullptr && node->source().begin.line > 0) {
       return source_ + ":" + std::to_string(node->source().begin.line);
@@ -450,8 +451,9 @@ Result<toml::table> parse_override_value(const std::string& text, const std::str
   return bare;
 }
 
-Status apply_override(toml::table& doc, const std::string& argument, Origins& origins) {
-  const std::string label = "--set " + argument;
+Status apply_override(toml::table& doc, const std::string& argument, std::string_view label_prefix,
+                      Origins& origins) {
+  const std::string label = std::string(label_prefix) + " " + argument;
   const auto equals = argument.find('=');
   if (equals == std::string::npos) {
     return error(StatusCode::config_error, label + ": expected section.key=value");
@@ -479,7 +481,7 @@ Status apply_override(toml::table& doc, const std::string& argument, Origins& or
                  label + ": the job file's " + single_quoted(section) + " is not a table");
   }
   table->insert_or_assign(key, std::move(*parsed.get("v")));
-  origins[name] = argument;
+  origins[name] = label;
   return Status::success();
 }
 
@@ -665,7 +667,8 @@ Status read_output(const JobReader& r, OutputConfig& output) {
 }
 
 Result<JobConfig> parse_job(std::string_view text, const std::string& source_name,
-                            const std::vector<std::string>& overrides) {
+                            const std::vector<std::string>& overrides,
+                            std::string_view override_label) {
   toml::table doc;
   try {
     doc = toml::parse(text, source_name);
@@ -678,7 +681,9 @@ Result<JobConfig> parse_job(std::string_view text, const std::string& source_nam
                      description);
   }
   Origins origins;
-  for (const std::string& argument : overrides) SPW_TRY(apply_override(doc, argument, origins));
+  for (const std::string& argument : overrides) {
+    SPW_TRY(apply_override(doc, argument, override_label, origins));
+  }
 
   const JobReader reader(doc, source_name, origins);
   SPW_TRY(check_known_keys(doc, reader));
@@ -704,17 +709,17 @@ std::string_view to_string(Layout layout) { return spelling(kLayouts, layout); }
 std::string_view to_string(OffloadTier tier) { return spelling(kOffloadTiers, tier); }
 
 Result<JobConfig> parse_job_string(std::string_view toml_text, const std::string& source_name,
-                                   const std::vector<std::string>& overrides) {
+                                   const std::vector<std::string>& overrides,
+                                   std::string_view override_label) {
   // toml++ throws more than parse_error (allocation failures); none of it may leave the API.
   try {
-    return parse_job(toml_text, source_name, overrides);
+    return parse_job(toml_text, source_name, overrides, override_label);
   } catch (const std::exception& e) {
     return error(StatusCode::internal, "reading job " + source_name + ": " + e.what());
   }
 }
 
-Result<JobConfig> load_job_file(const std::string& path,
-                                const std::vector<std::string>& overrides) {
+Result<std::string> read_job_file(const std::string& path) {
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   if (status.type() == std::filesystem::file_type::not_found) {
@@ -734,7 +739,24 @@ Result<JobConfig> load_job_file(const std::string& path,
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) return error(StatusCode::io_error, "cannot read job file '" + path + "'");
-  return parse_job_string(text.str(), path, overrides);
+  return text.str();
+}
+
+Result<JobConfig> load_job_file(const std::string& path,
+                                const std::vector<std::string>& overrides) {
+  SPW_ASSIGN_OR_RETURN(const std::string text, read_job_file(path));
+  return parse_job_string(text, path, overrides);
+}
+
+Status check_override(const std::string& argument, std::string_view override_label) {
+  try {
+    toml::table doc;
+    Origins origins;
+    return apply_override(doc, argument, override_label, origins);
+  } catch (const std::exception& e) {
+    return error(StatusCode::internal,
+                 std::string(override_label) + " " + argument + ": " + e.what());
+  }
 }
 
 nlohmann::json to_json(const JobConfig& config) {

@@ -143,9 +143,20 @@ struct JobConfig {
 // before anything is checked. A missing file is not_found, an unreadable one io_error.
 Result<JobConfig> load_job_file(const std::string& path, const std::vector<std::string>& overrides);
 
-// The same for job text already in memory; `source_name` is what error messages call it.
+// A job file's text, unchecked, with the errors load_job_file gives for a file it cannot read.
+Result<std::string> read_job_file(const std::string& path);
+
+// The same for job text already in memory; `source_name` is what error messages call it, and
+// `override_label` what they call an override ("--set train.lr=x: ..." on the command line,
+// "spw_job_set train.lr=x: ..." through the C ABI).
 Result<JobConfig> parse_job_string(std::string_view toml_text, const std::string& source_name,
-                                   const std::vector<std::string>& overrides);
+                                   const std::vector<std::string>& overrides,
+                                   std::string_view override_label = "--set");
+
+// What parse_job_string checks of one override on its own (the section.key=value form, a
+// known key, a well-formed TOML value), so a caller that collects overrides one at a time
+// hears about a typo at once; values are range-checked only when the whole job is parsed.
+Status check_override(const std::string& argument, std::string_view override_label);
 
 // The resolved config, shaped like the job file (sections, keys, job-file spellings) so a report
 // can be turned back into a job. Unset optionals (train.steps or train.epochs, memory.cap) are

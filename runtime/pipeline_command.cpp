@@ -6,104 +6,39 @@
 #include <cstdio>
 
 #include "kernels/memory_ledger.hpp"
-#include "kernels/threading.hpp"
-#include "runtime/auto_plan.hpp"
-#include "runtime/checkpoint.hpp"
 #include "runtime/json_file.hpp"
-#include "runtime/mpi_support.hpp"
 #include "runtime/pipeline_checkpoint.hpp"
+#include "runtime/pipeline_job.hpp"
 #include "runtime/pipeline_report.hpp"
 #include "runtime/progress.hpp"
 #include "runtime/report.hpp"
 
 namespace spw {
-namespace {
 
-}  // namespace
-
-// Frees a communicator the job created when the job ends, however it ends.
-class OwnedComm {
- public:
-  ~OwnedComm() {
-    if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
-  }
-  void reset(MPI_Comm comm) { comm_ = comm; }
-
- private:
-  MPI_Comm comm_ = MPI_COMM_NULL;
-};
-
-Status run_pipeline_job(const JobConfig& job, const PipelineLayout& given_layout,
-                        const TrainCommand& command, MPI_Comm comm, FailureScope& scope) {
+Status run_pipeline_job(const JobConfig& job, const TrainCommand& command, MPI_Comm comm,
+                        FailureScope& scope) {
   scope = FailureScope::all_ranks;
-  int rank = 0;
-  MPI_Comm_rank(comm, &rank);
-
-  PipelineSettings settings;
-  settings.layout = given_layout;
-  settings.offload = job.offload;
-  Status setup = Status::success();
-  ThreadSetup threads;
-  if (setup.ok()) {
-    auto train = train_settings_from(job);
-    setup = train.status();
-    if (train.ok()) settings.train = *train;
-  }
-  if (setup.ok() && rank == 0) setup = ensure_directory(job.output.dir);
-  if (setup.ok()) {
-    auto share = node_share(comm);
-    setup = share.status();
-    if (share.ok()) {
-      ThreadRequest request;
-      request.threads = job.threads.count;
-      request.local_rank = share->local_rank;
-      request.local_ranks = share->local_ranks;
-      auto chosen = setup_threads(request);
-      setup = chosen.status();
-      if (chosen.ok()) threads = *chosen;
-    }
-  }
-  // Where a resumed run starts decides which steps it traces, before the executor exists.
-  std::int64_t first_step = 0;
-  if (setup.ok() && !command.resume_from.empty()) {
-    auto meta = read_checkpoint_meta(command.resume_from);
-    setup = meta.status();
-    if (meta.ok()) first_step = meta->step;
-  }
-  SPW_TRY(agree_on_status(comm, setup));
-
-  OwnedComm ordered;
-  if (job.parallel.stages.form == StagesSpec::Form::automatic) {
-    SPW_ASSIGN_OR_RETURN(AutoPlan plan, plan_automatically(settings.train, comm, job.output.dir));
-    SPW_ASSIGN_OR_RETURN(MPI_Comm in_order, communicator_in_plan_order(comm, plan.world_rank));
-    ordered.reset(in_order);
-    comm = in_order;
-    MPI_Comm_rank(comm, &rank);
-    settings.layout = plan.layout;
-    if (rank == 0) {
-      std::printf("spillway: automatic plan (profile and links in %s): %s\n%s\n",
-                  job.output.dir.c_str(), plan.layout.describe().c_str(),
-                  plan.explanation.c_str());
-    }
-  }
+  PipelineJobOptions options;
+  options.trace = true;
+  options.resume_from = command.resume_from;
+  SPW_ASSIGN_OR_RETURN(PipelineJob opened, open_pipeline_job(job, comm, options));
+  comm = opened.world;
+  const int rank = opened.rank;
+  const PipelineSettings& settings = opened.settings;
   const PipelineLayout& layout = settings.layout;
-
-  const std::int64_t planned_steps =
-      settings.train.steps > 0 ? settings.train.steps : std::int64_t{1} << 40;
-  // The first step of a run is its warm-up: trace from the second on.
-  settings.trace_first_step =
-      static_cast<int>(first_step + (planned_steps - first_step >= 2 ? 2 : 1));
-  settings.trace_steps = job.output.trace ? 3 : 0;
-  SPW_ASSIGN_OR_RETURN(auto executor, PipelineExecutor::create(settings, comm));
-  if (!command.resume_from.empty()) {
-    SPW_TRY(load_pipeline_checkpoint(*executor, comm, command.resume_from));
-    if (executor->steps_done() >= executor->total_steps()) {
-      return error(StatusCode::invalid_argument,
-                   "checkpoint " + command.resume_from + " is at step " +
-                       std::to_string(executor->steps_done()) + " and the job has " +
-                       std::to_string(executor->total_steps()) +
-                       " steps: raise train.steps to train on");
-    }
+  const ThreadSetup& threads = opened.threads;
+  PipelineExecutor* executor = opened.executor.get();
+  if (opened.planned && rank == 0) {
+    std::printf("spillway: automatic plan (profile and links in %s): %s\n%s\n",
+                job.output.dir.c_str(), layout.describe().c_str(),
+                opened.plan_explanation.c_str());
+  }
+  if (!command.resume_from.empty() && executor->steps_done() >= executor->total_steps()) {
+    return error(StatusCode::invalid_argument,
+                 "checkpoint " + command.resume_from + " is at step " +
+                     std::to_string(executor->steps_done()) + " and the job has " +
+                     std::to_string(executor->total_steps()) +
+                     " steps: raise train.steps to train on");
   }
   // From here a failure may strand peers inside MPI calls: only the job's end frees them.
   scope = FailureScope::this_rank;

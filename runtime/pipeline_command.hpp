@@ -5,14 +5,13 @@
 
 #include "kernels/status.hpp"
 #include "runtime/job_config.hpp"
-#include "runtime/pipeline_layout.hpp"
 #include "runtime/train_command.hpp"
 
 namespace spw {
 
 // Collective over `comm`. Errors before training are agreed (scope all_ranks: every rank
 // returns the same one); errors after are this rank's own (scope this_rank).
-Status run_pipeline_job(const JobConfig& job, const PipelineLayout& layout,
-                        const TrainCommand& command, MPI_Comm comm, FailureScope& scope);
+Status run_pipeline_job(const JobConfig& job, const TrainCommand& command, MPI_Comm comm,
+                        FailureScope& scope);
 
 }  // namespace spw

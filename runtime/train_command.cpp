@@ -8,6 +8,7 @@
 #include "runtime/json_file.hpp"
 #include "runtime/mpi_support.hpp"
 #include "runtime/pipeline_command.hpp"
+#include "runtime/pipeline_job.hpp"
 #include "runtime/progress.hpp"
 #include "runtime/report.hpp"
 
@@ -125,16 +126,13 @@ Status run_train_command(const TrainCommand& command, MPI_Comm comm, FailureScop
   // A file every rank reads alike fails alike, but a node may lack it: agree first.
   if (size > 1) SPW_TRY(agree_on_status(comm, job.status()));
   if (!job.ok()) return job.status();
-  const ModelSpec model = model_spec_from(job->model);
-  SPW_ASSIGN_OR_RETURN(PipelineLayout layout,
-                       make_pipeline_layout(job->parallel, model.block_count(), job->train.batch,
-                                            job->train.microbatches, size));
+  SPW_ASSIGN_OR_RETURN(PipelineLayout layout, requested_layout(*job, size));
   // The single-rank trainer is the reference; everything it does not do (chunks, offload)
   // runs on the pipeline executor, which also runs on one rank.
   if (layout.world_size() == 1 && layout.chunks == 1 && job->offload.tier == OffloadTier::none) {
     return run_single_rank(*job, command);
   }
-  return run_pipeline_job(*job, layout, command, comm, scope);
+  return run_pipeline_job(*job, command, comm, scope);
 }
 
 }  // namespace spw

@@ -1,0 +1,95 @@
+#include "runtime/pipeline_job.hpp"
+
+#include "runtime/auto_plan.hpp"
+#include "runtime/checkpoint.hpp"
+#include "runtime/json_file.hpp"
+#include "runtime/mpi_support.hpp"
+#include "runtime/pipeline_checkpoint.hpp"
+#include "runtime/train_command.hpp"
+
+namespace spw {
+
+OwnedComm& OwnedComm::operator=(OwnedComm&& other) noexcept {
+  if (this != &other) {
+    if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+    comm_ = other.comm_;
+    other.comm_ = MPI_COMM_NULL;
+  }
+  return *this;
+}
+
+OwnedComm::~OwnedComm() {
+  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+Result<PipelineLayout> requested_layout(const JobConfig& job, int world_size) {
+  const ModelSpec model = model_spec_from(job.model);
+  return make_pipeline_layout(job.parallel, model.block_count(), job.train.batch,
+                              job.train.microbatches, world_size);
+}
+
+namespace {
+
+// This rank's part of the setup before any collective step; agreed by the caller.
+Status local_setup(const JobConfig& job, const PipelineJobOptions& options, MPI_Comm comm,
+                   PipelineJob& out, std::int64_t& first_step) {
+  SPW_ASSIGN_OR_RETURN(out.settings.train, train_settings_from(job));
+  const bool plans = job.parallel.stages.form == StagesSpec::Form::automatic;
+  if (out.rank == 0 && (options.create_output_dir || plans)) {
+    SPW_TRY(ensure_directory(job.output.dir));
+  }
+  SPW_ASSIGN_OR_RETURN(NodeShare share, node_share(comm));
+  ThreadRequest request;
+  request.threads = job.threads.count;
+  request.local_rank = share.local_rank;
+  request.local_ranks = share.local_ranks;
+  SPW_ASSIGN_OR_RETURN(out.threads, setup_threads(request));
+  if (!options.resume_from.empty()) {
+    SPW_ASSIGN_OR_RETURN(CheckpointMeta meta, read_checkpoint_meta(options.resume_from));
+    first_step = meta.step;
+  }
+  return Status::success();
+}
+
+}  // namespace
+
+Result<PipelineJob> open_pipeline_job(const JobConfig& job, MPI_Comm comm,
+                                      const PipelineJobOptions& options) {
+  int size = 1;
+  SPW_TRY(mpi_check(MPI_Comm_size(comm, &size), "reading the job's size"));
+  SPW_ASSIGN_OR_RETURN(PipelineLayout layout, requested_layout(job, size));
+
+  PipelineJob out;
+  out.world = comm;
+  SPW_TRY(mpi_check(MPI_Comm_rank(comm, &out.rank), "reading this rank's index"));
+  out.settings.layout = layout;
+  out.settings.offload = job.offload;
+  std::int64_t first_step = 0;  // where a resumed run starts
+  SPW_TRY(agree_on_status(comm, local_setup(job, options, comm, out, first_step)));
+
+  if (job.parallel.stages.form == StagesSpec::Form::automatic) {
+    SPW_ASSIGN_OR_RETURN(AutoPlan plan,
+                         plan_automatically(out.settings.train, comm, job.output.dir));
+    SPW_ASSIGN_OR_RETURN(MPI_Comm in_order, communicator_in_plan_order(comm, plan.world_rank));
+    out.plan_order = OwnedComm(in_order);
+    out.world = in_order;
+    SPW_TRY(mpi_check(MPI_Comm_rank(in_order, &out.rank), "reading this rank's plan index"));
+    out.settings.layout = plan.layout;
+    out.planned = true;
+    out.plan_explanation = plan.explanation;
+  }
+
+  const std::int64_t planned_steps =
+      out.settings.train.steps > 0 ? out.settings.train.steps : std::int64_t{1} << 40;
+  // The first step of a run is its warm-up: trace from the second on.
+  out.settings.trace_first_step =
+      static_cast<int>(first_step + (planned_steps - first_step >= 2 ? 2 : 1));
+  out.settings.trace_steps = options.trace && job.output.trace ? 3 : 0;
+  SPW_ASSIGN_OR_RETURN(out.executor, PipelineExecutor::create(out.settings, out.world));
+  if (!options.resume_from.empty()) {
+    SPW_TRY(load_pipeline_checkpoint(*out.executor, out.world, options.resume_from));
+  }
+  return out;
+}
+
+}  // namespace spw

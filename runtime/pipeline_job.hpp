@@ -1,0 +1,69 @@
+// Opening a pipeline job: everything between a checked job and an executor ready to step
+// (the layout, the automatic plan, the rank order it asks for, threads). `spillway train`
+// and the C ABI both open jobs here, so the two cannot arrive at different layouts.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+#include <string>
+
+#include "kernels/status.hpp"
+#include "kernels/threading.hpp"
+#include "runtime/job_config.hpp"
+#include "runtime/pipeline_executor.hpp"
+#include "runtime/pipeline_layout.hpp"
+
+namespace spw {
+
+// A communicator the job created (the ranks in plan order), freed when the job ends.
+class OwnedComm {
+ public:
+  OwnedComm() = default;
+  explicit OwnedComm(MPI_Comm comm) : comm_(comm) {}
+  OwnedComm(OwnedComm&& other) noexcept : comm_(other.comm_) { other.comm_ = MPI_COMM_NULL; }
+  OwnedComm& operator=(OwnedComm&& other) noexcept;
+  OwnedComm(const OwnedComm&) = delete;
+  OwnedComm& operator=(const OwnedComm&) = delete;
+  ~OwnedComm();
+  MPI_Comm get() const { return comm_; }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+};
+
+struct PipelineJobOptions {
+  // Record trace events for steps 2-4 when the job's output.trace asks for them.
+  bool trace = false;
+  // Rank 0 creates output.dir even when the planner does not need it (the CLI writes its
+  // report there; the C ABI writes nothing unless the planner caches its measurements).
+  bool create_output_dir = true;
+  // A checkpoint to continue from (load_pipeline_checkpoint); empty: a fresh start.
+  std::string resume_from;
+};
+
+struct PipelineJob {
+  // Declared before the executor so it outlives it: the executor runs on this communicator
+  // when the planner reordered the ranks.
+  OwnedComm plan_order;
+  MPI_Comm world = MPI_COMM_NULL;  // what the executor runs on: plan_order or the caller's
+  int rank = 0;                    // this rank in `world`
+  PipelineSettings settings;       // settings.layout is the layout that runs
+  ThreadSetup threads;
+  bool planned = false;            // the planner chose the layout
+  std::string plan_explanation;    // its reasons, when planned
+  std::unique_ptr<PipelineExecutor> executor;
+};
+
+// The layout `job` asks for on `world_size` ranks before any planning: stages = "auto"
+// means one stage per pipeline rank here. Every error is invalid_argument naming the keys.
+Result<PipelineLayout> requested_layout(const JobConfig& job, int world_size);
+
+// Collective over `comm`. Sets this rank's threads (threads.count split among the ranks of
+// a node), lets the planner choose the layout when parallel.stages = "auto", creates the
+// executor (with the job's [offload]) and loads options.resume_from. Every error is agreed:
+// all ranks return the same one and nothing is left to free.
+Result<PipelineJob> open_pipeline_job(const JobConfig& job, MPI_Comm comm,
+                                      const PipelineJobOptions& options);
+
+}  // namespace spw
