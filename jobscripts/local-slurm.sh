@@ -56,7 +56,8 @@ install_if_missing() {
 
 write_config() {
   local cpus mem_mb real_mb
-  cpus=$(nproc)
+  # GNU nproc honours OMP_NUM_THREADS (test.sh sets it to 1): count without it.
+  cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
   mem_mb=$(awk '/^MemTotal:/ { print int($2 / 1024) }' /proc/meminfo)
   # slurmd drains a node whose configured memory exceeds what it finds; leave 10% headroom.
   real_mb=$((mem_mb - mem_mb / 10))

@@ -15,7 +15,8 @@ if [ "$(id -u)" -eq 0 ]; then
 fi
 out=${SPILLWAY_OUT:-runs/quickstart}
 # One thread per rank: the two ranks share this node's cores.
-threads=$(( $(nproc) / 2 > 0 ? $(nproc) / 2 : 1 ))
+cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
+threads=$(( cores / 2 > 0 ? cores / 2 : 1 ))
 mpiexec -n 2 --oversubscribe -x OMP_NUM_THREADS=$threads \
   build/release/runtime/spillway train examples/quickstart.toml --set "output.dir=$out"
 echo "report:   $root/$out/report.json"

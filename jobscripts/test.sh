@@ -18,7 +18,10 @@ fi
 # Two ranks on two cores: one compute thread each unless the caller says otherwise.
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 
+# GNU nproc honours OMP_NUM_THREADS: ask for the machine's processors without it.
+cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
+
 cd "$root"
 cmake --preset "$preset" -DSPILLWAY_WERROR=ON >/dev/null
-cmake --build --preset "$preset" -j "$(nproc)"
-ctest --preset "$preset" -j "$(nproc)" --timeout 600 "$@"
+cmake --build --preset "$preset" -j "$cores"
+ctest --preset "$preset" -j "$cores" --timeout 600 "$@"
