@@ -167,4 +167,13 @@ inline double max_relative(const std::vector<float>& a, const std::vector<float>
   return scale > 0 ? diff / scale : diff;
 }
 
+// GoogleTest names for schedule parameters ("zb-h1" -> "zb_h1").
+inline std::string schedule_test_name(const ::testing::TestParamInfo<std::string>& param) {
+  std::string name = param.param;
+  for (char& c : name) {
+    if (c == '-') c = '_';
+  }
+  return name;
+}
+
 }  // namespace spw

@@ -53,13 +53,7 @@ TEST_P(OffloadMath, ReplicasOffloadToo) {
 
 INSTANTIATE_TEST_SUITE_P(Schedules, OffloadMath,
                          ::testing::Values("gpipe", "1f1b", "interleaved", "zb-h1"),
-                         [](const ::testing::TestParamInfo<std::string>& param) {
-                           std::string name = param.param;
-                           for (char& c : name) {
-                             if (c == '-') c = '_';
-                           }
-                           return name;
-                         });
+                         schedule_test_name);
 
 // What offload is for: a cap below what the run needs with every stash resident, met with
 // offload, same bits. (Running resident under the cap would end one rank mid-step and

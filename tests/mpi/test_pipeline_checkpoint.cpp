@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "pipeline_test_support.hpp"
 #include "runtime/checkpoint.hpp"
 #include "runtime/pipeline_checkpoint.hpp"
 #include "runtime/pipeline_executor.hpp"
@@ -25,38 +26,13 @@ namespace {
 
 using Weights = std::map<std::string, std::vector<float>>;
 
-int world_rank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
-
-int world_size() {
-  int size = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return size;
-}
-
-// Eight blocks, as in test_pipeline_math. AdamW by default: its moments and step count
+// tiny_gpt (pipeline_test_support.hpp) for 6 steps. AdamW by default: its moments and step count
 // (bias correction) are state a resume must restore exactly. SGD with momentum where
 // replicas are compared with the trainer: replicas sum gradients in another order, and
 // AdamW would amplify that rounding (see test_pipeline_math).
-TrainSettings tiny_gpt(int global_microbatches, const std::string& optimizer = "adamw") {
-  TrainSettings s;
-  s.model.kind = "gpt";
-  s.model.gpt.layers = 6;
-  s.model.gpt.d_model = 16;
-  s.model.gpt.heads = 2;
-  s.model.gpt.seq = 8;
-  s.data.source = DataKind::synthetic;
-  s.batch = 16;
-  s.microbatches = global_microbatches;
+TrainSettings checkpoint_gpt(int global_microbatches, const std::string& optimizer = "adamw") {
+  TrainSettings s = tiny_gpt(global_microbatches, optimizer);
   s.steps = 6;
-  s.optimizer.kind = optimizer;
-  s.optimizer.lr = optimizer == "sgd" ? 0.1 : 1e-2;
-  s.optimizer.momentum = 0.9;
-  s.optimizer.weight_decay = 0.01;
-  s.seed = 7;
   return s;
 }
 
@@ -288,7 +264,7 @@ class PipelineCheckpoint : public ::testing::Test {
 
 TEST_F(PipelineCheckpoint, SaveLoadAndContinueIsBitIdentical) {
   for (const Layout& l : layouts({"gpipe", "1f1b", "interleaved", "zb-h1"})) {
-    const TrainSettings settings = tiny_gpt(4 * l.R);
+    const TrainSettings settings = checkpoint_gpt(4 * l.R);
     const std::string file = path("resume-" + l.schedule + "-" + std::to_string(l.P) + "-" +
                                   std::to_string(l.R) + ".h5");
     const Outcome straight = pipeline(settings, l, "", 6);
@@ -315,7 +291,7 @@ TEST_F(PipelineCheckpoint, SaveLoadAndContinueIsBitIdentical) {
 TEST_F(PipelineCheckpoint, HasTheSingleRankLayout) {
   // Interleaved: each rank holds two stages that are not neighbours.
   const Layout l{"interleaved", 2, world_size() >= 4 ? 2 : 1};
-  const TrainSettings settings = tiny_gpt(4 * l.R);
+  const TrainSettings settings = checkpoint_gpt(4 * l.R);
   const Outcome out = pipeline(settings, l, "", 3, path("pipeline.h5"));
   if (world_rank() != 0) return;
   ASSERT_TRUE(out.status.ok()) << out.status.message();
@@ -336,7 +312,7 @@ TEST_F(PipelineCheckpoint, TheTrainerResumesFromAPipelineCheckpoint) {
   for (const Layout& l : layouts({"1f1b", "zb-h1"})) {
     if (l.P == 1) continue;
     // One replica is the trainer's arithmetic exactly; two sum gradients in another order.
-    const TrainSettings settings = tiny_gpt(4 * l.R, l.R == 1 ? "adamw" : "sgd");
+    const TrainSettings settings = checkpoint_gpt(4 * l.R, l.R == 1 ? "adamw" : "sgd");
     const std::string file = path("to-trainer-" + l.describe() + ".h5");
     const Outcome continued = pipeline(settings, l, "", 3, file, 3);
     if (world_rank() != 0) continue;
@@ -357,7 +333,7 @@ TEST_F(PipelineCheckpoint, TheTrainerResumesFromAPipelineCheckpoint) {
 TEST_F(PipelineCheckpoint, APipelineResumesFromATrainerCheckpoint) {
   for (const Layout& l : layouts({"gpipe", "interleaved"})) {
     if (l.P == 1) continue;
-    const TrainSettings settings = tiny_gpt(4 * l.R, l.R == 1 ? "adamw" : "sgd");
+    const TrainSettings settings = checkpoint_gpt(4 * l.R, l.R == 1 ? "adamw" : "sgd");
     const std::string file = path("from-trainer-" + l.describe() + ".h5");
     Outcome reference;
     if (world_rank() == 0) reference = trainer(settings, "", 3, file, 3);
@@ -410,9 +386,9 @@ void expect_refused(const TrainSettings& saved_settings, const TrainSettings& ot
 
 TEST_F(PipelineCheckpoint, AnotherSequenceLengthNamesTheDatasetOnEveryRank) {
   // Only the first stage holds pos_emb: the other ranks load fine yet must fail alike.
-  TrainSettings longer = tiny_gpt(4);
+  TrainSettings longer = checkpoint_gpt(4);
   longer.model.gpt.seq = 12;
-  expect_refused(tiny_gpt(4), longer, path("seq8.h5"),
+  expect_refused(checkpoint_gpt(4), longer, path("seq8.h5"),
                  "rank 0: checkpoint " + path("seq8.h5") +
                      ": dataset 'pos_emb.weight' has shape [8, 16] but the model expects "
                      "[12, 16]");
@@ -420,16 +396,16 @@ TEST_F(PipelineCheckpoint, AnotherSequenceLengthNamesTheDatasetOnEveryRank) {
 
 TEST_F(PipelineCheckpoint, MissingLayersNameTheDatasetOnEveryRank) {
   // Eight layers where the checkpoint has six: the last stage lacks blocks.6 and blocks.7.
-  TrainSettings deeper = tiny_gpt(4);
+  TrainSettings deeper = checkpoint_gpt(4);
   deeper.model.gpt.layers = 8;
-  expect_refused(tiny_gpt(4), deeper, path("six-layers.h5"),
+  expect_refused(checkpoint_gpt(4), deeper, path("six-layers.h5"),
                  "rank 1: checkpoint " + path("six-layers.h5") + " has no dataset 'blocks.6.");
 }
 
 TEST_F(PipelineCheckpoint, AMissingDirectoryIsNamedOnEveryRankAndLeavesNoFile) {
   const Layout l{"1f1b", 2, world_size() >= 4 ? 2 : 1};
   const std::string file = path("missing/ckpt.h5");
-  const Outcome out = pipeline(tiny_gpt(4 * l.R), l, "", 1, file);
+  const Outcome out = pipeline(checkpoint_gpt(4 * l.R), l, "", 1, file);
   if (world_rank() < l.P * l.R) {
     EXPECT_FALSE(out.status.ok());
     EXPECT_EQ(out.status.code(), StatusCode::io_error);
@@ -452,7 +428,7 @@ TEST_F(PipelineCheckpoint, AFailedRenameRemovesTheFilledTemporary) {
     std::filesystem::create_directories(file + "/inside");
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  const Outcome out = pipeline(tiny_gpt(4 * l.R), l, "", 1, file);
+  const Outcome out = pipeline(checkpoint_gpt(4 * l.R), l, "", 1, file);
   if (world_rank() < l.P * l.R) {
     EXPECT_FALSE(out.status.ok());
     EXPECT_NE(out.status.message().find("renaming " + file + ".tmp."), std::string::npos)

@@ -95,13 +95,7 @@ TEST_P(PipelineMath, SameRunTwiceIsBitIdentical) {
 
 INSTANTIATE_TEST_SUITE_P(Schedules, PipelineMath,
                          ::testing::Values("gpipe", "1f1b", "interleaved", "zb-h1"),
-                         [](const ::testing::TestParamInfo<std::string>& param) {
-                           std::string name = param.param;
-                           for (char& c : name) {
-                             if (c == '-') c = '_';
-                           }
-                           return name;
-                         });
+                         schedule_test_name);
 
 }  // namespace
 }  // namespace spw
