@@ -30,6 +30,7 @@ AutoPlan plan_from_json(const nlohmann::json& j) {
   PipelineLayout& l = plan.layout;
   l.schedule = j.at("schedule").get<std::string>();
   l.pipeline_ranks = j.at("pipeline_ranks").get<int>();
+  l.ranks_per_stage = l.schedule == "pipefb" ? 2 : 1;
   l.replicas = j.at("replicas").get<int>();
   l.chunks = j.at("chunks").get<int>();
   l.microbatches = j.at("microbatches").get<int>();
