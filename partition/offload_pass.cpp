@@ -13,43 +13,49 @@ namespace spw::sched {
 
 namespace {
 
-// Where one stash's passes sit among the rank's compute instructions.
+// Where one stash's passes sit among the rank's anchors: its compute instructions plus the
+// receives that bring a stash in (PipeFB's RecvStash). On a classic schedule the anchors
+// are exactly the compute instructions.
 struct StashPasses {
-  int forward = -1, input = -1, weight = -1;  // compute indices of F, B, W
+  int arrival = -1, input = -1, weight = -1;  // anchor indices of F or RecvStash, B, W
 };
 
-// The rank's list with Offload / Prefetch instructions added after compute instructions.
-std::vector<Instruction> rewrite_rank(const std::vector<Instruction>& list,
+bool is_anchor(Op op) { return is_compute(op) || op == Op::recv_stash; }
+
+// The rank's list with Offload / Prefetch instructions added after anchors.
+std::vector<Instruction> rewrite_rank(const Schedule& schedule, int rank,
                                       const OffloadPolicy& policy) {
-  std::vector<int> forward_at;  // compute indices of the rank's forwards, ascending
+  const std::vector<Instruction>& list = schedule.lists[static_cast<std::size_t>(rank)];
+  std::vector<int> arrival_at;  // anchor indices of the rank's stash arrivals, ascending
   std::map<std::pair<int, int>, StashPasses> stashes;  // (mb, chunk)
   int count = 0;
   for (const Instruction& in : list) {
-    if (!is_compute(in.op)) continue;
-    StashPasses& passes = stashes[{in.mb, in.chunk}];
-    if (in.op == Op::forward) {
-      passes.forward = count;
-      forward_at.push_back(count);
+    if (!is_anchor(in.op)) continue;
+    if (is_stash_arrival(schedule, rank, in)) {
+      stashes[{in.mb, in.chunk}].arrival = count;
+      arrival_at.push_back(count);
     } else if (in.op == Op::backward_input) {
-      passes.input = count;
-    } else {
-      passes.weight = count;
+      stashes[{in.mb, in.chunk}].input = count;
+    } else if (in.op == Op::backward_weight) {
+      stashes[{in.mb, in.chunk}].weight = count;
     }
     ++count;
   }
 
-  // after[k]: what goes directly after compute instruction k, in order. An Offload is
-  // placed first (its Forward is k), then prefetches by how soon their B runs.
+  // after[k]: what goes directly after anchor k, in order. An Offload is placed first (its
+  // arrival is k), then prefetches by how soon their B runs.
   std::vector<std::vector<std::pair<int, Instruction>>> after(static_cast<std::size_t>(count));
   for (const auto& [key, passes] : stashes) {
-    const auto forwards_between =
-        std::lower_bound(forward_at.begin(), forward_at.end(), passes.weight) -
-        std::upper_bound(forward_at.begin(), forward_at.end(), passes.forward);
-    if (forwards_between < policy.keep) continue;
+    // A forward-only rank's stash leaves with SendStash: nothing to offload here.
+    if (passes.arrival < 0 || passes.input < 0 || passes.weight < 0) continue;
+    const auto arrivals_between =
+        std::lower_bound(arrival_at.begin(), arrival_at.end(), passes.weight) -
+        std::upper_bound(arrival_at.begin(), arrival_at.end(), passes.arrival);
+    if (arrivals_between < policy.keep) continue;
     const auto [mb, chunk] = key;
-    after[static_cast<std::size_t>(passes.forward)].emplace_back(
+    after[static_cast<std::size_t>(passes.arrival)].emplace_back(
         -1, Instruction::offload(mb, chunk));
-    const int at = std::max(passes.input - policy.lookahead - 1, passes.forward);
+    const int at = std::max(passes.input - policy.lookahead - 1, passes.arrival);
     after[static_cast<std::size_t>(at)].emplace_back(passes.input,
                                                      Instruction::prefetch(mb, chunk));
   }
@@ -59,7 +65,7 @@ std::vector<Instruction> rewrite_rank(const std::vector<Instruction>& list,
   int k = 0;
   for (const Instruction& in : list) {
     out.push_back(in);
-    if (!is_compute(in.op)) continue;
+    if (!is_anchor(in.op)) continue;
     auto& extra = after[static_cast<std::size_t>(k++)];
     std::stable_sort(extra.begin(), extra.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -87,7 +93,9 @@ Result<Schedule> insert_offload(const Schedule& schedule, const OffloadPolicy& p
                          "; run the pass on a schedule without offload instructions");
 
   Schedule out = schedule;
-  for (auto& list : out.lists) list = rewrite_rank(list, policy);
+  for (std::size_t r = 0; r < out.lists.size(); ++r) {
+    out.lists[r] = rewrite_rank(schedule, static_cast<int>(r), policy);
+  }
   auto checked = validate(out);
   if (!checked.ok())
     return error(StatusCode::internal,

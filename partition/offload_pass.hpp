@@ -3,13 +3,15 @@
 // inserts Offload and Prefetch instructions; the order of everything else is unchanged, so
 // the pass composes with every generator.
 //
-// Rule, per rank, for the stash s = (mb, chunk) made by Forward F_s and freed by its
-// BackwardWeight W_s. Counting only compute instructions (F, B, W) of the rank's list:
-//   keep      s stays resident when fewer than `keep` other Forwards run between F_s and
-//             W_s; otherwise Offload(s) goes directly after F_s.
-//   lookahead Prefetch(s) goes directly after the compute instruction that runs `lookahead`
-//             compute instructions before B_s, so exactly `lookahead` of them overlap the
-//             copy back; when that would be before the Offload, it goes right after it.
+// Rule, per rank, for the stash s = (mb, chunk) that arrives with A_s and is freed by its
+// BackwardWeight W_s. A_s is its Forward F_s, or under PipeFB the backward rank's RecvStash
+// (a forward-only rank ships its stashes away and offloads none). Counting only the rank's
+// anchors, its compute instructions (F, B, W) and RecvStash:
+//   keep      s stays resident when fewer than `keep` other stashes arrive between A_s and
+//             W_s; otherwise Offload(s) goes directly after A_s.
+//   lookahead Prefetch(s) goes directly after the anchor `lookahead` anchors before B_s, so
+//             exactly `lookahead` of them overlap the copy back; when that would be before
+//             the Offload, it goes right after it.
 // keep = 0 offloads every stash; a keep larger than the forwards that ever overlap one stash
 // offloads none. GPipe with m = 8 and keep = 1 keeps only the last microbatch's stash.
 //
@@ -33,7 +35,7 @@ namespace spw::sched {
 
 struct OffloadPolicy {
   int keep = 1;       // >= 0
-  int lookahead = 1;  // >= 0, in compute instructions
+  int lookahead = 1;  // >= 0, in anchors (compute instructions and RecvStash)
 };
 
 // invalid_argument when keep or lookahead is negative, the schedule does not validate (its
