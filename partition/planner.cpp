@@ -17,6 +17,7 @@
 #include "partition/planner_mapping.hpp"
 #include "partition/planner_offload.hpp"
 #include "partition/planner_split.hpp"
+#include "partition/validator.hpp"
 
 namespace spw::sched {
 
@@ -63,6 +64,7 @@ struct Shape {
   // offload]; -1 not searched yet, -2 none fits.
   std::array<int, 2> plain_split = {-1, -1};
   int keep_limit = 0;  // offload_keep_limit of the generated schedule
+  std::vector<int> max_live_stashes;  // the validator's, per list, once needed
   std::map<std::pair<int, int>, Schedule> offloaded;  // by (keep, lookahead)
 
   int lists() const { return split ? 2 * P : P; }
@@ -157,10 +159,10 @@ Status Search::enumerate_shapes() {
                       q_.schedules.end();
   if (q_.layout == LayoutChoice::pipefb || q_.layout == LayoutChoice::automatic || listed)
     names.emplace_back("pipefb");
-  for (const std::string& name : names) {
-    const bool interleaved = name == "interleaved-1f1b";
-    const bool split = name == "pipefb";
-    for (int P = 1; P <= N; ++P) {
+  for (int P = 1; P <= N; ++P) {
+    for (const std::string& name : names) {
+      const bool interleaved = name == "interleaved-1f1b";
+      const bool split = name == "pipefb";
       const int lists = split ? 2 * P : P;
       if (N % lists != 0) continue;
       const int R = N / lists;
@@ -290,8 +292,8 @@ std::int64_t Search::memory_bound(const Shape& s, const std::vector<StageRange>&
 
 // Partitions from the min-max search for one mapping: one minimising the bound's per-rank
 // chain, one minimising the plain stage time (the classic balance), both under the memory
-// cap with each chunk given an equal share of it; when offload may be chosen, both again
-// with the stashes offloaded but one.
+// cap with each chunk given an equal share of it; when offload may be chosen, the plain
+// one again with the stashes offloaded but one.
 //
 // Chain: classic, start + m * v * work + reduce (start: the blocks before, whose passes a
 // rank waits for). PipeFB: the larger of the forward rank's start + m * F and the backward
@@ -355,7 +357,9 @@ void Search::add_minmax_partitions(Shape& s, int mapping, std::vector<int>& part
       const int held = offloadable ? std::min(live, 1) : live;
       return b.resident_bytes({a, z}) + held * (b.stash[index(z + 1)] - b.stash[index(a)]) <= share;
     };
-    keep(min_max_partition(n_, P * v, chain, fits, 32));
+    // With offload the chain's split is left out: searching it per mapping doubled the
+    // planning time of large cases, and the plain split stands for the offloading ones.
+    if (!offloadable) keep(min_max_partition(n_, P * v, chain, fits, 32));
     // The plain split does not depend on the mapping: search it once per shape.
     int& plain_split = s.plain_split[index(offloadable)];
     if (plain_split == -1) {
@@ -487,10 +491,25 @@ Result<std::optional<Evaluated>> Search::best_offload(const Candidate& c, Shape&
     if (e.peak <= cap() && (!found || e.prediction.iteration_s < found->prediction.iteration_s))
       found = e;
   };
+  std::vector<StageCost> stages;
+  for (const StageRange& r : l.stages) stages.push_back(s.blocks->stage(r));
+  if (s.max_live_stashes.empty()) {
+    SPW_ASSIGN_OR_RETURN(const ValidationReport report, validate(*s.generated));
+    s.max_live_stashes = report.max_live_stashes;
+  }
   for (OffloadTier tier : q_.offload.tiers) {
     PipelineLayout tried = l;
     tried.offload.tier = tier;
     if (!check_offload(tried).ok()) continue;  // peer without a partner
+    // What the tier reserves does not depend on keep and lookahead: with the memory bound
+    // of one resident stash it rules a tier out without simulating it.
+    const std::vector<std::int64_t> reserved =
+        offload_reserved_bytes(tried, stages, s.max_live_stashes);
+    bool possible = true;
+    for (int r = 0; r < s.lists(); ++r)
+      possible = possible && memory_lower_bound(s.facts, stages, r, true) +
+                                     reserved[index(r)] <= cap();
+    if (!possible) continue;
     if (static_cast<std::int64_t>(K) * (L + 1) <= q_.limits.exhaustive_policies) {
       for (int lookahead = 0; lookahead <= L && !free_of_cost(); ++lookahead)
         for (int keep = K - 1; keep >= 0 && !free_of_cost(); --keep) {
@@ -500,7 +519,8 @@ Result<std::optional<Evaluated>> Search::best_offload(const Candidate& c, Shape&
       continue;
     }
     // Many policies: per lookahead, the largest keep that fits, assuming the peak grows with
-    // keep (it does when kept stashes only add to what is resident; not proven).
+    // keep and with lookahead (kept and prefetched stashes only add to what is resident;
+    // not proven), so a lookahead where nothing fits ends the tier.
     policies_exhaustive_ = false;
     for (int lookahead = 0; lookahead <= L && !free_of_cost(); ++lookahead) {
       int lo = 0, hi = K - 1;  // find the largest keep in [lo, hi] that fits
@@ -516,7 +536,8 @@ Result<std::optional<Evaluated>> Search::best_offload(const Candidate& c, Shape&
           hi = keep - 1;
         }
       }
-      if (fit) consider(*fit);
+      if (!fit) break;
+      consider(*fit);
     }
   }
   return found;
