@@ -612,15 +612,20 @@ Result<Plan> Search::run() {
     const PipelineLayout l = layout(s, pruned_.partition, pruned_.mapping);
     SPW_ASSIGN_OR_RETURN(Evaluated e, evaluate(s, l, bound(s, l)));
     consider_smallest(pruned_, e);
-    // The witness with every stash offloaded, on the tier that costs no memory elsewhere.
-    if (q_.offload.choose && s.generated && s.keep_limit > 0) {
-      for (OffloadTier tier : q_.offload.tiers) {
-        PipelineLayout tried = l;
-        tried.offload = {tier, 0, 0};
-        if (!check_offload(tried).ok()) continue;
-        SPW_ASSIGN_OR_RETURN(Evaluated o, simulate_offload(s, l, tried.offload, e));
-        if (o.peak < smallest_->second.peak) smallest_.emplace(pruned_, o);
-      }
+  }
+  // How far offloading every stash would get the smallest plan found without it, so the
+  // error says what offload can and cannot do.
+  if (smallest_ && q_.offload.choose && smallest_->second.offload.tier == OffloadTier::none) {
+    const Candidate c = smallest_->first;
+    const Evaluated plain = smallest_->second;
+    Shape& s = shapes_[index(c.shape)];
+    const PipelineLayout l = layout(s, c.partition, c.mapping);
+    for (OffloadTier tier : q_.offload.tiers) {
+      PipelineLayout tried = l;
+      tried.offload = {tier, 0, 0};
+      if (!s.generated || s.keep_limit == 0 || !check_offload(tried).ok()) continue;
+      SPW_ASSIGN_OR_RETURN(Evaluated o, simulate_offload(s, l, tried.offload, plain));
+      consider_smallest(c, o);
     }
   }
   std::string found = "no candidate was evaluated";
@@ -787,10 +792,8 @@ Result<Plan> make_plan(const PlanRequest& request) {
         return bad("planner: the host offload tier is not modelled (the rank topology does not "
                    "say whether a rank has a second memory node): choose among file and peer");
     }
-    if (!(offload.bandwidth.file_bytes_per_s > 0) || std::isinf(offload.bandwidth.file_bytes_per_s))
-      return bad("planner: the file tier's bandwidth = " +
-                 std::to_string(offload.bandwidth.file_bytes_per_s) +
-                 " bytes/s must be a positive finite number");
+    const Status bandwidth = check_offload_bandwidth(offload.bandwidth);
+    if (!bandwidth.ok()) return bandwidth.with_context("planner");
   }
   return Search(request).run();
 }

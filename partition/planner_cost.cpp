@@ -16,26 +16,16 @@ Status bad(const std::string& message) { return error(StatusCode::invalid_argume
 
 std::size_t index(int i) { return static_cast<std::size_t>(i); }
 
-bool same_offload(const CostModel& a, const CostModel& b) {
-  for (std::size_t i = 0; i < a.stages.size(); ++i)
-    if (a.stages[i].offload_s != b.stages[i].offload_s ||
-        a.stages[i].prefetch_s != b.stages[i].prefetch_s)
-      return false;
-  return true;
-}
-
-Status check_bandwidth(const OffloadBandwidth& bandwidth) {
-  if (!(bandwidth.file_bytes_per_s > 0) || std::isinf(bandwidth.file_bytes_per_s))
-    return bad("offload: file bandwidth = " + std::to_string(bandwidth.file_bytes_per_s) +
-               " bytes/s must be a positive finite number");
-  return Status::success();
-}
-
-bool same_links(const CostModel& a, const CostModel& b) {
+// Replicas differ only in what their ranks' links cost: the pipeline's and the offload's.
+bool same_transfers(const CostModel& a, const CostModel& b) {
   if (a.links.size() != b.links.size()) return false;
   for (std::size_t i = 0; i < a.links.size(); ++i)
     if (a.links[i].bandwidth_bytes_per_s != b.links[i].bandwidth_bytes_per_s ||
         a.links[i].latency_s != b.links[i].latency_s)
+      return false;
+  for (std::size_t i = 0; i < a.stages.size(); ++i)
+    if (a.stages[i].offload_s != b.stages[i].offload_s ||
+        a.stages[i].prefetch_s != b.stages[i].prefetch_s)
       return false;
   return true;
 }
@@ -262,7 +252,7 @@ Result<CostModel> make_cost_model(const ModelProfile& profile, const RankTopolog
   if (replica < 0 || replica >= layout.replicas)
     return bad("cost model: replica " + std::to_string(replica) + " is not in [0, " +
                std::to_string(layout.replicas) + ")");
-  SPW_TRY(check_bandwidth(bandwidth));
+  SPW_TRY(check_offload_bandwidth(bandwidth));
   return cost_model(scale_blocks(profile, layout.microbatch_samples), topology, layout, replica,
                     false, bandwidth);
 }
@@ -276,9 +266,8 @@ Result<Prediction> predict(const Schedule& schedule, const BlockSums& blocks,
   std::vector<std::int64_t> reserved;
   for (int j = 0; j < (ideal ? 1 : layout.replicas); ++j) {
     CostModel costs = cost_model(blocks, topology, layout, j, ideal, bandwidth);
-    if (std::any_of(seen.begin(), seen.end(), [&](const CostModel& c) {
-          return same_links(c, costs) && same_offload(c, costs);
-        }))
+    if (std::any_of(seen.begin(), seen.end(),
+                    [&](const CostModel& c) { return same_transfers(c, costs); }))
       continue;
     SPW_ASSIGN_OR_RETURN(const Simulation sim, simulate(schedule, costs));
     if (seen.empty() || sim.iteration_s > out.iteration_s) {
@@ -301,7 +290,7 @@ Result<Prediction> predict(const ModelProfile& profile, const RankTopology& topo
   SPW_TRY(check_profile(profile));
   SPW_TRY(check_topology(topology));
   SPW_TRY(check_layout(profile, topology, layout));
-  SPW_TRY(check_bandwidth(bandwidth));
+  SPW_TRY(check_offload_bandwidth(bandwidth));
   SPW_ASSIGN_OR_RETURN(Schedule schedule,
                        make_schedule(layout.schedule, {layout.pipeline_ranks, layout.microbatches,
                                                        layout.chunks, layout.replicas > 1}));

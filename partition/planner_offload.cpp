@@ -1,6 +1,7 @@
 #include "partition/planner_offload.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 namespace spw::sched {
@@ -26,6 +27,15 @@ double copy_s(const Link& link, std::int64_t bytes) {
 }
 
 }  // namespace
+
+Status check_offload_bandwidth(const OffloadBandwidth& bandwidth) {
+  if (!(bandwidth.file_bytes_per_s > 0) || std::isinf(bandwidth.file_bytes_per_s))
+    return error(StatusCode::invalid_argument,
+                 "offload: the file tier's bandwidth = " +
+                     std::to_string(bandwidth.file_bytes_per_s) +
+                     " bytes/s must be a positive finite number");
+  return Status::success();
+}
 
 int peer_partner(const PipelineLayout& l, int replica, int list) {
   const int n = l.ranks_in_pipeline();

@@ -37,6 +37,9 @@ inline constexpr std::int64_t kFileStagingMaxBytes = std::int64_t{4} << 20;
 // list `list` of `replica`, or -1 for none.
 int peer_partner(const PipelineLayout& layout, int replica, int list);
 
+// invalid_argument unless the file bandwidth is a positive finite number.
+Status check_offload_bandwidth(const OffloadBandwidth& bandwidth);
+
 // invalid_argument when layout.offload cannot be run: a negative keep or lookahead, the
 // host tier, or the peer tier with a rank that offloads but has no partner.
 Status check_offload(const PipelineLayout& layout);

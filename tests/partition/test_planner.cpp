@@ -15,6 +15,7 @@
 #include "partition/planner.hpp"
 #include "partition/planner_bound.hpp"
 #include "partition/planner_split.hpp"
+#include "partition/planner_test_support.hpp"
 
 namespace spw::sched {
 namespace {
@@ -292,18 +293,9 @@ TEST(Planner, PutsStagesThatExchangeActivationsOnWellConnectedRanks) {
   // 4 GiB of state per block and a 10 GiB cap: two blocks per rank, so P = 4.
   q.profile = uniform_profile(8, std::int64_t{1} << 30);
   for (BlockProfile& b : q.profile.blocks) b.activation_bytes = std::int64_t{256} << 20;
-  // 2 nodes x 2 ranks: 10 GB/s inside a node, 100 MB/s between nodes.
-  q.topology = *synthetic_topology(2, 2, {1e10, 1e-6}, {1e8, 1e-4});
-  // Rank 0 on node 1 and rank 2 on node 0, so the identity mapping is wrong.
-  std::swap(q.topology.node_of[0], q.topology.node_of[2]);
-  for (int a = 0; a < 4; ++a)
-    for (int b = 0; b < 4; ++b)
-      if (a != b)
-        q.topology.links[static_cast<std::size_t>(a * 4 + b)] =
-            q.topology.node_of[static_cast<std::size_t>(a)] ==
-                    q.topology.node_of[static_cast<std::size_t>(b)]
-                ? Link{1e10, 1e-6}
-                : Link{1e8, 1e-4};
+  // 2 nodes x 2 ranks: 10 GB/s inside a node, 100 MB/s between nodes; rank 0 on node 1
+  // and rank 2 on node 0.
+  q.topology = two_nodes_with_ranks_swapped(0, 2, {1e10, 1e-6}, {1e8, 1e-4});
   q.global_batch = 8;
   q.schedules = {"1f1b"};
   q.memory_cap_bytes = std::int64_t{10} << 30;
@@ -380,8 +372,8 @@ TEST(Planner, RejectsBadRequestsNamingTheValue) {
   q.offload.tiers = {OffloadTier::file};
   q.offload.bandwidth.file_bytes_per_s = 0;
   EXPECT_EQ(make_plan(q).status().message(),
-            "planner: the file tier's bandwidth = 0.000000 bytes/s must be a positive finite "
-            "number");
+            "planner: offload: the file tier's bandwidth = 0.000000 bytes/s must be a positive "
+            "finite number");
   q.offload = {};
   q.memory_cap_bytes = 0;
   EXPECT_NE(make_plan(q).status().message().find("memory_cap_bytes = 0 must be >= 1"),

@@ -10,6 +10,7 @@
 
 #include "partition/generators.hpp"
 #include "partition/planner.hpp"
+#include "partition/planner_test_support.hpp"
 
 namespace spw::sched {
 namespace {
@@ -138,16 +139,7 @@ TEST(PlannerPipeFB, AStagesForwardAndBackwardRanksShareTheFastLink) {
   q.schedules = {};
   // Two nodes of two ranks, 100 GB/s inside, 100 MB/s between; ranks 1 and 2 swapped so
   // the identity mapping splits both nodes.
-  q.topology = *synthetic_topology(2, 2, {1e11, 1e-6}, {1e8, 1e-5});
-  std::swap(q.topology.node_of[1], q.topology.node_of[2]);
-  for (int a = 0; a < 4; ++a)
-    for (int b = 0; b < 4; ++b)
-      if (a != b)
-        q.topology.links[static_cast<std::size_t>(a * 4 + b)] =
-            q.topology.node_of[static_cast<std::size_t>(a)] ==
-                    q.topology.node_of[static_cast<std::size_t>(b)]
-                ? Link{1e11, 1e-6}
-                : Link{1e8, 1e-5};
+  q.topology = two_nodes_with_ranks_swapped(1, 2, {1e11, 1e-6}, {1e8, 1e-5});
   q.global_batch = 3;  // no replicas: P = 2 stages on the 4 ranks
   const auto plan = make_plan(q);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
