@@ -227,7 +227,7 @@ std::vector<int> Search::heuristic_mappings(const Shape& s) {
   std::vector<int>& ids = it->second;
   const auto add = [&](std::vector<int> mapping) {
     if (mapping == chain) {
-      ids.push_back(chain_);
+      if (std::find(ids.begin(), ids.end(), chain_) == ids.end()) ids.push_back(chain_);
       return;
     }
     ids.push_back(static_cast<int>(mappings_.size()));
