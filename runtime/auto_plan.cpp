@@ -10,9 +10,34 @@
 namespace spw {
 namespace {
 
+OffloadTier runtime_tier(sched::OffloadTier tier) {
+  switch (tier) {
+    case sched::OffloadTier::none: return OffloadTier::none;
+    case sched::OffloadTier::file: return OffloadTier::file;
+    case sched::OffloadTier::peer: return OffloadTier::peer;
+    case sched::OffloadTier::host: return OffloadTier::host;
+  }
+  return OffloadTier::none;
+}
+
+sched::LayoutChoice layout_choice(Layout layout) {
+  switch (layout) {
+    case Layout::automatic: return sched::LayoutChoice::automatic;
+    case Layout::classic: return sched::LayoutChoice::classic;
+    case Layout::pipefb: return sched::LayoutChoice::pipefb;
+  }
+  return sched::LayoutChoice::automatic;
+}
+
 nlohmann::json plan_to_json(const sched::Plan& plan) {
   nlohmann::json stages = nlohmann::json::array();
   for (const auto& range : plan.stages) stages.push_back({range.first, range.last});
+  const nlohmann::json offload = {
+      {"tier", std::string(to_string(runtime_tier(plan.offload.tier)))},
+      {"keep", plan.offload.keep},
+      {"lookahead", plan.offload.lookahead},
+      {"transfer_s", plan.offload_transfer_s},
+      {"exposed_s", plan.offload_exposed_s}};
   return {{"schedule", plan.schedule},
           {"pipeline_ranks", plan.pipeline_ranks},
           {"replicas", plan.replicas},
@@ -22,6 +47,7 @@ nlohmann::json plan_to_json(const sched::Plan& plan) {
           {"stages", stages},
           {"world_rank", plan.world_rank},
           {"iteration_s", plan.iteration_s},
+          {"offload", offload},
           {"explanation", plan.explanation}};
 }
 
@@ -41,6 +67,12 @@ AutoPlan plan_from_json(const nlohmann::json& j) {
   plan.world_rank = j.at("world_rank").get<std::vector<int>>();
   plan.predicted_iteration_s = j.at("iteration_s").get<double>();
   plan.explanation = j.at("explanation").get<std::string>();
+  const nlohmann::json& offload = j.at("offload");
+  const std::string tier = offload.at("tier").get<std::string>();
+  for (OffloadTier t : {OffloadTier::none, OffloadTier::file, OffloadTier::peer, OffloadTier::host})
+    if (to_string(t) == tier) plan.offload_tier = t;
+  plan.offload_keep = offload.at("keep").get<int>();
+  plan.offload_lookahead = offload.at("lookahead").get<int>();
   return plan;
 }
 
@@ -59,6 +91,8 @@ Result<nlohmann::json> plan_on_rank_zero(const TrainSettings& settings,
   if (settings.memory_cap) {
     request.memory_cap_bytes = static_cast<std::int64_t>(*settings.memory_cap);
   }
+  request.layout = layout_choice(settings.layout);
+  request.offload.choose = settings.plan_offload;
   SPW_ASSIGN_OR_RETURN(sched::Plan plan, sched::make_plan(request));
   return plan_to_json(plan);
 }

@@ -385,6 +385,9 @@ Status PipelineExecutor::setup_offload() {
       break;
     }
     case OffloadTier::none: break;
+    case OffloadTier::automatic:  // open_pipeline_job puts the plan's tier in its place
+      return error(StatusCode::internal,
+                   "offload.tier = \"auto\" reached the executor without a planned tier");
   }
   offload::EngineOptions options;
   options.verify = config.verify;

@@ -77,6 +77,16 @@ Result<PipelineJob> open_pipeline_job(const JobConfig& job, MPI_Comm comm,
     out.settings.layout = plan.layout;
     out.planned = true;
     out.plan_explanation = plan.explanation;
+    if (job.offload.tier == OffloadTier::automatic) {
+      out.settings.offload.tier = plan.offload_tier;
+      out.settings.offload.keep = plan.offload_keep;
+      out.settings.offload.lookahead = plan.offload_lookahead;
+    }
+  }
+  // The job reader allows "auto" only with planned stages, so the plan has replaced it.
+  if (out.settings.offload.tier == OffloadTier::automatic) {
+    return error(StatusCode::internal,
+                 "offload.tier = \"auto\" reached a job without an automatic plan");
   }
 
   const std::int64_t planned_steps =
