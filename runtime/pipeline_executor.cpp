@@ -1023,7 +1023,10 @@ Status PipelineExecutor::execute(const sched::Instruction& in, std::size_t posit
   if (in.chunk >= 0) {
     ChunkTiming& t = timings_[static_cast<std::size_t>(in.chunk)];
     const double seconds = end - start;
-    if (in.op == Op::forward) t.forward_s += seconds;
+    if (in.op == Op::forward) {  // a forward-only chunk (PipeFB) counts here alone
+      t.forward_s += seconds;
+      t.forward_samples += 1;
+    }
     if (in.op == Op::backward_input) t.backward_input_s += seconds;
     if (in.op == Op::backward_weight) {
       t.backward_weight_s += seconds;

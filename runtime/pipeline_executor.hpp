@@ -79,7 +79,8 @@ struct ChunkTiming {
   double backward_input_s = 0;
   double backward_weight_s = 0;
   double reduce_s = 0;  // per step, issue to completion
-  std::int64_t samples = 0;  // microbatches in the sums
+  std::int64_t forward_samples = 0;   // microbatches in forward_s
+  std::int64_t samples = 0;           // microbatches in the backward sums
   std::int64_t reduce_samples = 0;
 };
 

@@ -119,7 +119,7 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
   for (std::size_t c = 0; c < v; ++c) {
     const ChunkTiming& t = executor.chunk_timings()[c];
     const double n = static_cast<double>(std::max<std::int64_t>(t.samples, 1));
-    mine.push_back(t.forward_s / n);
+    mine.push_back(t.forward_s / static_cast<double>(std::max<std::int64_t>(t.forward_samples, 1)));
     mine.push_back(t.backward_input_s / n);
     mine.push_back(t.backward_weight_s / n);
     mine.push_back(t.reduce_samples > 0 ? t.reduce_s / static_cast<double>(t.reduce_samples) : 0);

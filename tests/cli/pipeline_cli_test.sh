@@ -185,6 +185,10 @@ assert ranks[0]["sent_bytes_per_step"] > 0 and ranks[1]["sent_bytes_per_step"] >
 assert ranks[0]["peak_bytes_by_category"]["gradients"] == 0, ranks[0]
 assert ranks[1]["peak_bytes_by_category"]["gradients"] > 0, ranks[1]
 assert ranks[1]["peak_bytes_by_category"]["optimizer_state"] > 0, ranks[1]
+# The simulator, fed with the forward rank's forward and the backward rank's backward times,
+# predicts the same kind of iteration (not a per-run sum taken for a per-microbatch cost).
+ratio = p["predicted"]["iteration_seconds"] / p["measured"]["iteration_seconds"]
+assert 0.5 < ratio < 2, ratio
 PY
 expect_error "PipeFB with 2 stages on 2 ranks" "need 4 ranks, but the job was launched with 2: launch with mpirun -n 4" \
   --set parallel.stages=2 --set 'parallel.layout="pipefb"'
