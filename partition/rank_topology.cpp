@@ -312,6 +312,16 @@ std::string topology_to_json(const RankTopology& t) {
   return out.dump() + "\n";
 }
 
+std::string node_facts_to_json(const NodeFacts& node) { return nodes_to_json({node})[0].dump(); }
+
+Result<NodeFacts> node_facts_from_json(std::string_view text, const std::string& source) {
+  const json root = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) return bad(source + ": not valid JSON");
+  SPW_ASSIGN_OR_RETURN(std::vector<NodeFacts> nodes,
+                       nodes_from_json(json::array({root}), source + ": "));
+  return std::move(nodes.front());
+}
+
 Result<RankTopology> topology_from_json(std::string_view text, const std::string& source) {
   const json root = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) return bad(source + ": not valid JSON");

@@ -82,6 +82,9 @@ std::string describe_node(const RankTopology& topology, int node);
 // (default: every rank its own node), and so are "nodes" (the node facts, indexed by
 // node_of) and each node's "name".
 std::string topology_to_json(const RankTopology& topology);
+// One entry of "nodes", alone (how ranks send their node's facts to each other).
+std::string node_facts_to_json(const NodeFacts& node);
+Result<NodeFacts> node_facts_from_json(std::string_view text, const std::string& source);
 Result<RankTopology> topology_from_json(std::string_view text, const std::string& source);
 Result<RankTopology> read_topology(const std::string& path);
 Status write_topology(const std::string& path, const RankTopology& topology);

@@ -10,6 +10,7 @@
 
 #include "runtime/json_file.hpp"
 #include "runtime/mpi_support.hpp"
+#include "runtime/node_facts.hpp"
 
 namespace spw {
 namespace {
@@ -35,7 +36,48 @@ int partner(int rank, int round, int slots) {
   return ((2 * round - rank) % last + last) % last;
 }
 
+// Every rank's node facts as JSON text, gathered everywhere; a node's facts are those of its
+// lowest rank. A rank whose hwloc fails sends nothing, and then no node facts are known:
+// they are hints, not worth failing a job over.
+Result<std::vector<sched::NodeFacts>> gather_node_facts(MPI_Comm comm, int rank, int size,
+                                                        const std::vector<std::string>& names,
+                                                        const std::vector<int>& node_of) {
+  std::string mine;
+  if (auto facts = this_node_facts(names[static_cast<std::size_t>(rank)]); facts.ok()) {
+    mine = sched::node_facts_to_json(*facts);
+  }
+  int length = static_cast<int>(mine.size());
+  std::vector<int> lengths(static_cast<std::size_t>(size));
+  SPW_TRY(mpi_check(MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm),
+                    "sharing node facts"));
+  std::vector<int> offsets(lengths.size(), 0);
+  for (std::size_t r = 1; r < lengths.size(); ++r) offsets[r] = offsets[r - 1] + lengths[r - 1];
+  std::string all(static_cast<std::size_t>(offsets.back() + lengths.back()), '\0');
+  SPW_TRY(mpi_check(MPI_Allgatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(),
+                                   offsets.data(), MPI_CHAR, comm),
+                    "sharing node facts"));
+  std::vector<sched::NodeFacts> nodes;
+  for (int r = 0; r < size; ++r) {
+    const auto node = static_cast<std::size_t>(node_of[static_cast<std::size_t>(r)]);
+    if (node < nodes.size()) continue;  // a lower rank already spoke for this node
+    const std::string text = all.substr(static_cast<std::size_t>(offsets[static_cast<std::size_t>(r)]),
+                                        static_cast<std::size_t>(lengths[static_cast<std::size_t>(r)]));
+    auto facts = sched::node_facts_from_json(text, "node facts of rank " + std::to_string(r));
+    if (text.empty() || !facts.ok()) return std::vector<sched::NodeFacts>();
+    nodes.push_back(std::move(facts).value());
+  }
+  return nodes;
+}
+
 }  // namespace
+
+std::string topology_cache_path(const std::string& dir, const std::vector<std::string>& hosts) {
+  std::string joined;
+  for (const std::string& name : hosts) joined += name + "\n";
+  char hash[32];
+  std::snprintf(hash, sizeof hash, "%016zx", std::hash<std::string>{}(joined));
+  return dir + "/topology-" + std::to_string(hosts.size()) + "-" + hash + ".json";
+}
 
 Result<sched::RankTopology> measure_rank_topology(MPI_Comm comm, std::int64_t message_bytes) {
   int rank = 0, size = 1;
@@ -51,6 +93,8 @@ Result<sched::RankTopology> measure_rank_topology(MPI_Comm comm, std::int64_t me
     if (node == seen.size()) seen.push_back(name);
     topology.node_of.push_back(static_cast<int>(node));
   }
+  SPW_ASSIGN_OR_RETURN(topology.nodes,
+                       gather_node_facts(comm, rank, size, names, topology.node_of));
 
   // Row `rank` of the matrices: [bandwidth..., latency...].
   std::vector<double> row(2 * static_cast<std::size_t>(size), 0.0);
@@ -90,19 +134,17 @@ Result<sched::RankTopology> cached_rank_topology(MPI_Comm comm, const std::strin
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
-  std::string hosts;
-  for (const std::string& name : processor_names(comm, size)) hosts += name + "\n";
-  char hash[32];
-  std::snprintf(hash, sizeof hash, "%016zx", std::hash<std::string>{}(hosts));
-  const std::string path = dir + "/topology-" + std::to_string(size) + "-" + hash + ".json";
+  const std::string path = topology_cache_path(dir, processor_names(comm, size));
 
-  // Rank 0 reads the cache and shares the text: one reader, every rank the same answer.
+  // Rank 0 reads the cache and shares the text: one reader, every rank the same answer. A
+  // cache from before node facts were recorded counts as none.
   std::string text;
   if (rank == 0 && std::filesystem::exists(path)) {
     std::ifstream in(path);
     std::stringstream buffer;
     buffer << in.rdbuf();
-    if (sched::topology_from_json(buffer.str(), path).ok()) text = buffer.str();
+    const auto cached = sched::topology_from_json(buffer.str(), path);
+    if (cached.ok() && !cached->nodes.empty()) text = buffer.str();
   }
   int length = static_cast<int>(text.size());
   MPI_Bcast(&length, 1, MPI_INT, 0, comm);
