@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "partition/generators.hpp"
+#include "partition/plan_memory_hint.hpp"
 #include "partition/planner_bound.hpp"
 #include "partition/planner_mapping.hpp"
 #include "partition/planner_split.hpp"
@@ -372,19 +373,34 @@ Result<Plan> Search::run() {
     return finish(best->first, best->second, exhaustive && !closed_form && !budget, why);
   }
 
-  if (!smallest && pruned_peak_ < std::numeric_limits<std::int64_t>::max()) {
+  // The candidate the memory bound rejected with the smallest bound may still peak below
+  // every simulated one: the smallest cap that fits is the lower of the two.
+  if (pruned_peak_ < std::numeric_limits<std::int64_t>::max()) {
     const Shape& s = shapes_[index(pruned_.shape)];
     const PipelineLayout l = layout(s, pruned_.partition, pruned_.mapping);
     SPW_ASSIGN_OR_RETURN(Evaluated e, evaluate(s, l, bound(s, l)));
-    smallest.emplace(pruned_, e);
+    if (!smallest || e.peak < smallest->second.peak) smallest.emplace(pruned_, e);
   }
   std::string found = "no candidate was evaluated";
   if (smallest) {
     const auto& peaks = smallest->second.prediction.peak_memory_bytes;
     const auto rank = std::max_element(peaks.begin(), peaks.end()) - peaks.begin();
+    const Shape& s = shapes_[index(smallest->first.shape)];
+    // What the rank holds whatever the schedule (its stages' parameters, gradients and
+    // optimizer state) against what comes and goes with microbatches.
+    const PipelineLayout l = layout(s, smallest->first.partition, smallest->first.mapping);
+    std::int64_t resident = 0;
+    for (int st = static_cast<int>(rank); st < s.P * s.v; st += s.P)
+      resident += s.blocks->resident_bytes(l.stages[index(st)]);
+    const std::int64_t moving = smallest->second.peak - resident;
     found = "the smallest peak found is " + bytes_text(smallest->second.peak) +
-            " on pipeline rank " + std::to_string(rank) + " (" +
-            shapes_[index(smallest->first.shape)].name() + ")";
+            " on pipeline rank " + std::to_string(rank) + " (" + s.name() +
+            "), the smallest cap known to fit; " +
+            (resident >= moving
+                 ? "parameters, gradients and optimizer state dominate it (" + bytes_text(resident) +
+                       "; stashes and transfer buffers " + bytes_text(moving) + ")"
+                 : "activation stashes and transfer buffers dominate it (" + bytes_text(moving) +
+                       "; parameters, gradients and optimizer state " + bytes_text(resident) + ")");
   }
   return error(StatusCode::memory_cap,
                "planner: no plan keeps every rank within the memory cap of " + bytes_text(cap()) +
@@ -437,6 +453,10 @@ Plan Search::finish(const Candidate& c, const Evaluated& e, bool exact, const ch
       (q_.memory_cap_bytes ? " of a " + bytes_text(*q_.memory_cap_bytes) + " cap" : "") + "\n" +
       std::to_string(plan.candidates) + " candidates, " + std::to_string(plan.simulations) +
       " simulations; " + why;
+  if (!q_.memory_cap_bytes) {
+    const std::string warning = node_memory_warning(plan, plan.peak_memory_bytes, topo_);
+    if (!warning.empty()) plan.explanation += "\n" + warning;
+  }
   return plan;
 }
 

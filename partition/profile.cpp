@@ -145,8 +145,8 @@ Result<ModelProfile> median_profile(const std::vector<ModelProfile>& measured) {
     const ModelProfile& p = measured[k];
     const std::string which = "median profile: profile " + std::to_string(k) + " ";
     if (p.model != out.model || p.microbatch_samples != out.microbatch_samples ||
-        p.threads != out.threads || p.blocks.size() != out.blocks.size())
-      return bad(which + "differs from profile 0 in its model, microbatch, threads or blocks");
+        p.blocks.size() != out.blocks.size())
+      return bad(which + "differs from profile 0 in its model, microbatch or blocks");
     for (std::size_t i = 0; i < out.blocks.size(); ++i) {
       const BlockProfile &a = out.blocks[i], &b = p.blocks[i];
       if (a.name != b.name || a.stash_bytes != b.stash_bytes ||

@@ -56,7 +56,8 @@ Status check_profile_matches(const ModelProfile& profile, const std::string& mod
 // One profile from several measured at once (every rank of a job profiling the same model
 // concurrently, so each figure is taken under the load training puts on the node): per
 // block and pass the median of the measured times, and the median optimizer step. The
-// profiles must agree on everything but times; invalid_argument naming what differs.
+// profiles must agree on everything but times and threads (ranks on nodes with more cores
+// may have more; the result keeps the first profile's); invalid_argument naming what differs.
 Result<ModelProfile> median_profile(const std::vector<ModelProfile>& measured);
 
 // The profile.json format: {"model": "...", "microbatch_samples": 4, "threads": 2,
