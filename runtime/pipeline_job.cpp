@@ -34,7 +34,7 @@ namespace {
 Status local_setup(const JobConfig& job, const PipelineJobOptions& options, MPI_Comm comm,
                    PipelineJob& out, std::int64_t& first_step) {
   SPW_ASSIGN_OR_RETURN(out.settings.train, train_settings_from(job));
-  const bool plans = job.parallel.stages.form == StagesSpec::Form::automatic;
+  const bool plans = job.parallel.stages.form == StagesSpec::Form::automatic || options.predict;
   if (out.rank == 0 && (options.create_output_dir || plans)) {
     SPW_TRY(ensure_directory(job.output.dir));
   }
@@ -77,6 +77,12 @@ Result<PipelineJob> open_pipeline_job(const JobConfig& job, MPI_Comm comm,
     out.settings.layout = plan.layout;
     out.planned = true;
     out.plan_explanation = plan.explanation;
+    out.plan_record = plan.record;
+  } else if (options.predict) {
+    SPW_ASSIGN_OR_RETURN(AutoPlan predicted,
+                         predict_requested_layout(out.settings.train, layout, comm,
+                                                  job.output.dir));
+    out.plan_record = predicted.record;
   }
 
   const std::int64_t planned_steps =

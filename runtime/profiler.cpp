@@ -52,7 +52,7 @@ Result<sched::ModelProfile> profile_model(const TrainSettings& settings,
   mb.grad_scale = static_cast<float>(1.0 / static_cast<double>(mb.rows()));
 
   sched::ModelProfile profile;
-  profile.model = spec.kind;
+  profile.model = spec.describe();
   profile.microbatch_samples = options.microbatch_samples;
   profile.threads = compute_threads();
   const std::vector<std::string> names = spec.block_names();

@@ -129,7 +129,8 @@ Status run_train_command(const TrainCommand& command, MPI_Comm comm, FailureScop
   SPW_ASSIGN_OR_RETURN(PipelineLayout layout, requested_layout(*job, size));
   // The single-rank trainer is the reference; everything it does not do (chunks, offload)
   // runs on the pipeline executor, which also runs on one rank.
-  if (layout.world_size() == 1 && layout.chunks == 1 && job->offload.tier == OffloadTier::none) {
+  if (layout.world_size() == 1 && layout.chunks == 1 && job->offload.tier == OffloadTier::none &&
+      !command.predict) {
     return run_single_rank(*job, command);
   }
   return run_pipeline_job(*job, command, comm, scope);

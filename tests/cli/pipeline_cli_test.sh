@@ -88,6 +88,38 @@ layout = json.load(open(sys.argv[1]))["pipeline"]["layout"]
 P, R, v = layout["pipeline_ranks"], layout["replicas"], layout["chunks"]
 sys.exit(0 if P * R == 2 and len(layout["stages"]) == P * v else 1)
 PY
+check "and the plan beside what it measured" python3 - "$work/auto/report.json" "$work/auto/plan.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))["pipeline"]
+kept = json.load(open(sys.argv[2]))
+plan, vs = p["plan"], p["plan_vs_measured"]
+ok = (plan == kept and plan["how"] == "searched by the planner"
+      and plan["layout"]["stages"] == p["layout"]["stages"]
+      and len(plan["topology"]["nodes"]) == 1
+      and vs["predicted_iteration_seconds"] == plan["predicted"]["iteration_seconds"] > 0
+      and vs["measured_iteration_seconds"] == p["measured"]["iteration_seconds"] > 0
+      and abs(vs["measured_over_predicted"] - vs["measured_iteration_seconds"]
+              / vs["predicted_iteration_seconds"]) < 1e-12)
+sys.exit(0 if ok else 1)
+PY
+check "the profile was taken on both ranks" grep -q "measured on all 2 ranks at once" "$work/auto/plan.json"
+
+# A forced layout with --predict: measured like "auto", predicted as it stands.
+run2 "$work/predict.txt" "$work/tiny.toml" --set "output.dir=$work/predict" --predict
+status=$?
+cat "$work/predict.txt"
+check "--predict with forced stages runs" test $status -eq 0
+check "the prediction is printed" grep -q "^spillway: predicted (profile, links and plan.json in" "$work/predict.txt"
+check "and the final line compares it" grep -q "iteration .* s against .* s planned (.*x)" "$work/predict.txt"
+check "report.json has the forced layout's prediction" python3 - "$work/predict/report.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))["pipeline"]
+plan = p["plan"]
+ok = (plan["how"] == "the job's own layout, predicted"
+      and plan["layout"]["stages"] == [[0, 1], [2, 3]] and plan["layout"]["schedule"] == "1f1b"
+      and p["plan_vs_measured"]["measured_over_predicted"] > 0)
+sys.exit(0 if ok else 1)
+PY
 
 "$spillway" profile "$work/tiny.toml" --output "$work/profile.json" --repeats 2 > "$work/profile.txt" 2>&1
 check "spillway profile exits 0" test $? -eq 0

@@ -29,6 +29,8 @@ TEST(Profiler, MeasuresEveryBlockWithItsBytes) {
   EXPECT_EQ(profile->blocks[0].name, "embedding");
   EXPECT_EQ(profile->blocks[3].name, "head");
   EXPECT_EQ(profile->microbatch_samples, 4);
+  // Named after the model's shape, so a profile of another model is told apart.
+  EXPECT_EQ(profile->model, "gpt layers=2 d_model=32 heads=2 seq=16 vocab=256");
 
   auto model = Model::build(settings.model);
   ASSERT_TRUE(model.ok());
