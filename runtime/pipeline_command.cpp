@@ -7,6 +7,7 @@
 
 #include "kernels/memory_ledger.hpp"
 #include "runtime/json_file.hpp"
+#include "runtime/node_facts.hpp"
 #include "runtime/pipeline_checkpoint.hpp"
 #include "runtime/pipeline_job.hpp"
 #include "runtime/pipeline_report.hpp"
@@ -45,6 +46,7 @@ Status run_pipeline_job(const JobConfig& job, const TrainCommand& command, MPI_C
                      std::to_string(executor->total_steps()) +
                      " steps: raise train.steps to train on");
   }
+  SPW_ASSIGN_OR_RETURN(const RankNodes nodes, gather_rank_nodes(comm));
   // From here a failure may strand peers inside MPI calls: only the job's end frees them.
   scope = FailureScope::this_rank;
   SPW_ASSIGN_OR_RETURN(LinkEstimates links, measure_links(*executor, comm));
@@ -121,6 +123,7 @@ Status run_pipeline_job(const JobConfig& job, const TrainCommand& command, MPI_C
     plan_note = text;
   }
   report["pipeline"] = pipeline;
+  report["nodes"] = nodes_report(nodes.node_of, nodes.nodes);
   const std::string report_path = job.output.dir + "/report.json";
   SPW_TRY(write_json_atomically(report_path, report));
   std::string timeline_note;

@@ -1,7 +1,5 @@
 #include "runtime/plan_command.hpp"
 
-#include <mpi.h>
-
 #include <cstdio>
 #include <filesystem>
 
@@ -22,13 +20,6 @@ namespace {
 
 Status bad(const std::string& message) { return error(StatusCode::invalid_argument, message); }
 
-std::string host_name() {
-  char name[MPI_MAX_PROCESSOR_NAME] = {};
-  int length = 0;
-  MPI_Get_processor_name(name, &length);
-  return name;
-}
-
 // A path (it exists, or looks like one) or else a synthetic spec.
 Result<sched::RankTopology> given_topology(const std::string& text) {
   const bool path = std::filesystem::exists(text) || text.find('/') != std::string::npos ||
@@ -48,7 +39,7 @@ Result<sched::RankTopology> given_topology(const std::string& text) {
 // output.dir), else kThisNodeLink; node facts from hwloc.
 Result<sched::RankTopology> this_node_topology(int ranks, const std::string& output_dir,
                                                std::string& links) {
-  const std::string host = host_name();
+  const std::string host = processor_name();
   SPW_ASSIGN_OR_RETURN(sched::NodeFacts facts, this_node_facts(host));
   const std::string cache =
       topology_cache_path(output_dir, std::vector<std::string>(static_cast<std::size_t>(ranks), host));

@@ -15,18 +15,6 @@
 namespace spw {
 namespace {
 
-std::vector<std::string> processor_names(MPI_Comm comm, int size) {
-  char mine[MPI_MAX_PROCESSOR_NAME] = {};
-  int length = 0;
-  MPI_Get_processor_name(mine, &length);
-  std::vector<char> all(static_cast<std::size_t>(size) * MPI_MAX_PROCESSOR_NAME);
-  MPI_Allgather(mine, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME,
-                MPI_CHAR, comm);
-  std::vector<std::string> names;
-  for (int r = 0; r < size; ++r) names.emplace_back(all.data() + r * MPI_MAX_PROCESSOR_NAME);
-  return names;
-}
-
 // The partner of `rank` in round `round` of the circle method over `slots` (even) places;
 // a partner >= the real rank count is a bye.
 int partner(int rank, int round, int slots) {
@@ -34,39 +22,6 @@ int partner(int rank, int round, int slots) {
   if (rank == last) return round;
   if (rank == round) return last;
   return ((2 * round - rank) % last + last) % last;
-}
-
-// Every rank's node facts as JSON text, gathered everywhere; a node's facts are those of its
-// lowest rank. A rank whose hwloc fails sends nothing, and then no node facts are known:
-// they are hints, not worth failing a job over.
-Result<std::vector<sched::NodeFacts>> gather_node_facts(MPI_Comm comm, int rank, int size,
-                                                        const std::vector<std::string>& names,
-                                                        const std::vector<int>& node_of) {
-  std::string mine;
-  if (auto facts = this_node_facts(names[static_cast<std::size_t>(rank)]); facts.ok()) {
-    mine = sched::node_facts_to_json(*facts);
-  }
-  int length = static_cast<int>(mine.size());
-  std::vector<int> lengths(static_cast<std::size_t>(size));
-  SPW_TRY(mpi_check(MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm),
-                    "sharing node facts"));
-  std::vector<int> offsets(lengths.size(), 0);
-  for (std::size_t r = 1; r < lengths.size(); ++r) offsets[r] = offsets[r - 1] + lengths[r - 1];
-  std::string all(static_cast<std::size_t>(offsets.back() + lengths.back()), '\0');
-  SPW_TRY(mpi_check(MPI_Allgatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(),
-                                   offsets.data(), MPI_CHAR, comm),
-                    "sharing node facts"));
-  std::vector<sched::NodeFacts> nodes;
-  for (int r = 0; r < size; ++r) {
-    const auto node = static_cast<std::size_t>(node_of[static_cast<std::size_t>(r)]);
-    if (node < nodes.size()) continue;  // a lower rank already spoke for this node
-    const std::string text = all.substr(static_cast<std::size_t>(offsets[static_cast<std::size_t>(r)]),
-                                        static_cast<std::size_t>(lengths[static_cast<std::size_t>(r)]));
-    auto facts = sched::node_facts_from_json(text, "node facts of rank " + std::to_string(r));
-    if (text.empty() || !facts.ok()) return std::vector<sched::NodeFacts>();
-    nodes.push_back(std::move(facts).value());
-  }
-  return nodes;
 }
 
 }  // namespace
@@ -85,16 +40,9 @@ Result<sched::RankTopology> measure_rank_topology(MPI_Comm comm, std::int64_t me
   MPI_Comm_size(comm, &size);
   sched::RankTopology topology;
   topology.ranks = size;
-  const std::vector<std::string> names = processor_names(comm, size);
-  std::vector<std::string> seen;
-  for (const std::string& name : names) {
-    std::size_t node = 0;
-    while (node < seen.size() && seen[node] != name) ++node;
-    if (node == seen.size()) seen.push_back(name);
-    topology.node_of.push_back(static_cast<int>(node));
-  }
-  SPW_ASSIGN_OR_RETURN(topology.nodes,
-                       gather_node_facts(comm, rank, size, names, topology.node_of));
+  SPW_ASSIGN_OR_RETURN(RankNodes nodes, gather_rank_nodes(comm));
+  topology.node_of = std::move(nodes.node_of);
+  topology.nodes = std::move(nodes.nodes);
 
   // Row `rank` of the matrices: [bandwidth..., latency...].
   std::vector<double> row(2 * static_cast<std::size_t>(size), 0.0);
@@ -134,7 +82,8 @@ Result<sched::RankTopology> cached_rank_topology(MPI_Comm comm, const std::strin
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
-  const std::string path = topology_cache_path(dir, processor_names(comm, size));
+  SPW_ASSIGN_OR_RETURN(const RankNodes nodes, gather_rank_nodes(comm));
+  const std::string path = topology_cache_path(dir, nodes.names);
 
   // Rank 0 reads the cache and shares the text: one reader, every rank the same answer. A
   // cache from before node facts were recorded counts as none.

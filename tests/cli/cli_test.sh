@@ -47,6 +47,7 @@ ok = (text.count(b"\rstep ") == 3 and text.count(b"\x1b[K") == 3
       and b"step 1/3" in line and b"step 3/3" in line)
 sys.exit(0 if ok else 1)
 PY
+check "report.json names the node's cores and NUMA memory" python3 -c "import json,sys; n=json.load(open('$work/out/report.json'))['nodes']; sys.exit(0 if len(n)==1 and n[0]['cores']>0 and len(n[0]['numa'])>=1 and n[0]['memory_bytes']>0 and n[0]['ranks']==[0] and n[0]['description'].startswith('node 0 (') else 1)"
 check "report.json has three losses" python3 -c "import json,sys; r=json.load(open('$work/out/report.json')); sys.exit(0 if len(r['loss'])==3 and r['memory']['peak_bytes']>0 else 1)"
 
 "$spillway" train "$work/tiny.toml" --set train.lrr=1 > "$work/bad.txt" 2>&1

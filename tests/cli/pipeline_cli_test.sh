@@ -58,7 +58,8 @@ ok = (r["ranks"] == 2 and len(r["loss"]) == 5 and len(ranks) == 2
       and 0 <= p["measured"]["bubble_fraction"] < 1
       and 0 < p["predicted"]["bubble_fraction"] < 1
       and p["predicted"]["iteration_seconds"] > 0
-      and p["layout"]["stages"] == [[0, 1], [2, 3]])
+      and p["layout"]["stages"] == [[0, 1], [2, 3]]
+      and len(r["nodes"]) == 1 and r["nodes"][0]["ranks"] == [0, 1] and r["nodes"][0]["cores"] > 0)
 sys.exit(0 if ok else 1)
 PY
 check "trace.json holds both ranks' instructions" python3 - "$work/out/trace.json" <<'PY'
