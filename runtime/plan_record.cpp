@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "kernels/memory_ledger.hpp"
+#include "runtime/node_facts.hpp"
 
 namespace spw {
 namespace {
@@ -39,12 +40,6 @@ nlohmann::json plan_record(const sched::Plan& plan, const sched::ModelProfile& p
          {"parameter_bytes", cost.parameter_bytes},
          {"parameter_gradient_optimizer_bytes", blocks.resident_bytes(range)}});
   }
-  nlohmann::json nodes = nlohmann::json::array(), described = nlohmann::json::array();
-  for (std::size_t n = 0; n < topology.nodes.size(); ++n) {
-    nodes.push_back(nlohmann::json::parse(sched::node_facts_to_json(topology.nodes[n])));
-    nodes.back()["memory_bytes"] = topology.nodes[n].memory_bytes();
-    described.push_back(sched::describe_node(topology, static_cast<int>(n)));
-  }
   return {{"how", sources.how},
           {"layout",
            {{"schedule", plan.schedule},
@@ -73,8 +68,7 @@ nlohmann::json plan_record(const sched::Plan& plan, const sched::ModelProfile& p
            {{"ranks", topology.ranks},
             {"links", sources.links},
             {"node_of", topology.node_of},
-            {"nodes", nodes},
-            {"node_descriptions", described}}}};
+            {"nodes", nodes_report(topology.node_of, topology.nodes)}}}};
 }
 
 std::string plan_text(const nlohmann::json& record) {
@@ -108,9 +102,9 @@ std::string plan_text(const nlohmann::json& record) {
   out += record["explanation"].get<std::string>() + "\n";
   out += "profile: " + record["profile"]["source"].get<std::string>() + "\n";
   out += "links: " + record["topology"]["links"].get<std::string>() + "\n";
-  const auto& nodes = record["topology"]["node_descriptions"];
+  const auto& nodes = record["topology"]["nodes"];
   if (nodes.empty()) out += "nodes: no facts known (the topology gives none)\n";
-  for (const auto& node : nodes) out += node.get<std::string>() + "\n";
+  for (const auto& node : nodes) out += node["description"].get<std::string>() + "\n";
   return out;
 }
 

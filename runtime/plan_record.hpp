@@ -22,7 +22,7 @@ struct PlanSources {
 
 // {"how", "layout": {...}, "predicted": {iteration, bubble, peaks, ...}, "stages": [per
 // stage: blocks, ranks, times and bytes per microbatch], "explanation", "profile": {...},
-// "topology": {"links", "node_of", "nodes", "node_descriptions"}}.
+// "topology": {"ranks", "links", "node_of", "nodes" (nodes_report)}}.
 nlohmann::json plan_record(const sched::Plan& plan, const sched::ModelProfile& profile,
                            const sched::RankTopology& topology, const PlanSources& sources);
 

@@ -3,15 +3,7 @@
 # Usage: cli_test.sh SPILLWAY_BINARY
 set -u
 spillway=$1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-total=0
-check() {  # check NAME CONDITION...
-  local name=$1; shift
-  total=$((total + 1))
-  if "$@"; then echo "ok: $name"; else echo "FAIL: $name"; failures=$((failures + 1)); fi
-}
+source "$(dirname "$0")/cli_support.sh"
 
 cat > "$work/tiny.toml" <<'TOML'
 [model]
@@ -63,5 +55,4 @@ check "an unwritable output dir names it" grep -q "/proc/forbidden" "$work/dir.t
 "$spillway" train "$work/missing.toml" > "$work/missing.txt" 2>&1
 check "a missing job file exits non-zero" test $? -ne 0
 
-echo "$((total - failures)) passed, $failures failed"
-[ $failures -eq 0 ]
+finish

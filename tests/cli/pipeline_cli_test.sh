@@ -8,34 +8,15 @@ set -u
 spillway=$1 mpiexec=$2
 shift 2
 mpi_flags=("$@")
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-total=0
-check() {  # check NAME CONDITION...
-  local name=$1; shift
-  total=$((total + 1))
-  if "$@"; then echo "ok: $name"; else echo "FAIL: $name"; failures=$((failures + 1)); fi
-}
+source "$(dirname "$0")/cli_support.sh"
 run2() {  # run2 OUTFILE ARGS...: spillway train on 2 ranks, stdout+stderr to OUTFILE
   local out=$1; shift
   timeout 120 "$mpiexec" -n 2 "${mpi_flags[@]}" -x OMP_NUM_THREADS=1 "$spillway" train "$@" \
     > "$out" 2>&1
 }
 
-cat > "$work/tiny.toml" <<'TOML'
-[model]
-kind = "gpt"
-layers = 2
-d_model = 32
-heads = 2
-seq = 16
-[data]
-source = "synthetic"
-[train]
-batch = 8
-microbatches = 4
-steps = 5
+write_tiny_gpt "$work/tiny.toml"
+cat >> "$work/tiny.toml" <<'TOML'
 [parallel]
 stages = 2
 schedule = "1f1b"
@@ -213,5 +194,4 @@ check "a failing rank ends the job non-zero" test $code -ne 0 -a $code -ne 124
 check "within seconds" test $elapsed -lt 30
 check "with that rank's message" grep -q "spillway: error: rank [01]: .*memory cap exceeded" "$work/fault.txt"
 
-echo "$((total - failures)) passed, $failures failed"
-test $failures -eq 0
+finish

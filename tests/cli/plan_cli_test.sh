@@ -5,39 +5,14 @@
 # Usage: plan_cli_test.sh SPILLWAY
 set -u
 spillway=$1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-total=0
-check() {  # check NAME CONDITION...
-  local name=$1; shift
-  total=$((total + 1))
-  if "$@"; then echo "ok: $name"; else echo "FAIL: $name"; failures=$((failures + 1)); fi
-}
+source "$(dirname "$0")/cli_support.sh"
 export OMP_NUM_THREADS=1
 plan() {  # plan OUTFILE ARGS...: spillway plan on the tiny job, stdout+stderr to OUTFILE
   local out=$1; shift
   timeout 120 "$spillway" plan "$work/tiny.toml" --repeats 2 --set "output.dir=$work/out" "$@" \
     > "$out" 2>&1
 }
-one_line() {  # one_line FILE TEXT: FILE is a single line holding TEXT
-  [ "$(wc -l < "$1")" -eq 1 ] && grep -q -F -- "$2" "$1"
-}
-
-cat > "$work/tiny.toml" <<'TOML'
-[model]
-kind = "gpt"
-layers = 2
-d_model = 32
-heads = 2
-seq = 16
-[data]
-source = "synthetic"
-[train]
-batch = 8
-microbatches = 4
-steps = 5
-TOML
+write_tiny_gpt "$work/tiny.toml"
 
 plan "$work/plan.txt" --ranks 2
 status=$?
@@ -136,5 +111,4 @@ HWLOC_SYNTHETIC="pack:2 [numa] core:4 pu:1" HWLOC_THISSYSTEM=1 \
 check "two NUMA nodes from hwloc are printed" grep -q "^node 0 (.*): 8 cores, 2 NUMA nodes (" "$work/numa.txt"
 check "and written" python3 -c "import json,sys; n=json.load(open('$work/numa.json'))['topology']['nodes'][0]; sys.exit(0 if len(n['numa'])==2 and [x['cores'] for x in n['numa']]==[4,4] else 1)"
 
-echo "$((total - failures)) passed, $failures failed"
-[ $failures -eq 0 ]
+finish
