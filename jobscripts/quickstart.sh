@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs the default job (examples/quickstart.toml):
-# a small GPT on the fortunes corpus as a 2-rank pipeline, one stage per rank. Prints where
-# its report, trace and timeline are. Offload joins the default job when the offload engine
-# lands (see README.md, "Where the project stands").
+# a small GPT on the fortunes corpus on 2 ranks, laid out by the automatic planner, with
+# stashes offloaded to a file. Prints where its report, trace and timeline are.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(dirname "$here")

@@ -13,54 +13,78 @@ namespace spw::sched {
 
 namespace {
 
-// Where one stash's passes sit among the rank's compute instructions.
+// Where one stash's instructions sit in the rank's list (positions), and its B among the
+// rank's compute instructions (F, B, W). A stash counts on this rank only if it arrives
+// here (is_stash_arrival): its F when the rank also runs the stage's backwards, else its
+// RecvStash; a forward-only rank's stash leaves with SendStash and is never offloaded.
 struct StashPasses {
-  int forward = -1, input = -1, weight = -1;  // compute indices of F, B, W
+  int arrival = -1, input = -1, weight = -1;  // list positions of F or RS, B, W
+  int input_compute = -1;                     // compute index of B
 };
 
-// The rank's list with Offload / Prefetch instructions added after compute instructions.
-std::vector<Instruction> rewrite_rank(const std::vector<Instruction>& list,
-                                      const OffloadPolicy& policy) {
-  std::vector<int> forward_at;  // compute indices of the rank's forwards, ascending
+struct RankStashes {
+  std::vector<int> compute_at;                         // [compute index] -> list position
+  std::vector<int> arrivals;                           // list positions, ascending
   std::map<std::pair<int, int>, StashPasses> stashes;  // (mb, chunk)
-  int count = 0;
-  for (const Instruction& in : list) {
-    if (!is_compute(in.op)) continue;
-    StashPasses& passes = stashes[{in.mb, in.chunk}];
-    if (in.op == Op::forward) {
-      passes.forward = count;
-      forward_at.push_back(count);
-    } else if (in.op == Op::backward_input) {
-      passes.input = count;
-    } else {
-      passes.weight = count;
-    }
-    ++count;
-  }
 
-  // after[k]: what goes directly after compute instruction k, in order. An Offload is
-  // placed first (its Forward is k), then prefetches by how soon their B runs.
-  std::vector<std::vector<std::pair<int, Instruction>>> after(static_cast<std::size_t>(count));
-  for (const auto& [key, passes] : stashes) {
-    const auto forwards_between =
-        std::lower_bound(forward_at.begin(), forward_at.end(), passes.weight) -
-        std::upper_bound(forward_at.begin(), forward_at.end(), passes.forward);
-    if (forwards_between < policy.keep) continue;
+  // Other stashes arriving on the rank while this one waits for its W.
+  int arrivals_between(const StashPasses& p) const {
+    return static_cast<int>(std::lower_bound(arrivals.begin(), arrivals.end(), p.weight) -
+                            std::upper_bound(arrivals.begin(), arrivals.end(), p.arrival));
+  }
+};
+
+RankStashes find_stashes(const Schedule& schedule, int rank) {
+  const auto& list = schedule.lists[static_cast<std::size_t>(rank)];
+  RankStashes out;
+  for (int i = 0; i < static_cast<int>(list.size()); ++i) {
+    const Instruction& in = list[static_cast<std::size_t>(i)];
+    if (is_stash_arrival(schedule, rank, in)) {
+      out.stashes[{in.mb, in.chunk}].arrival = i;
+      out.arrivals.push_back(i);
+    }
+    if (!is_compute(in.op)) continue;
+    if (in.op == Op::backward_input) {
+      StashPasses& p = out.stashes[{in.mb, in.chunk}];
+      p.input = i;
+      p.input_compute = static_cast<int>(out.compute_at.size());
+    } else if (in.op == Op::backward_weight) {
+      out.stashes[{in.mb, in.chunk}].weight = i;
+    }
+    out.compute_at.push_back(i);
+  }
+  // Forwards of a forward-only chunk made no entry with an arrival: not this rank's stashes.
+  std::erase_if(out.stashes, [](const auto& entry) { return entry.second.arrival < 0; });
+  return out;
+}
+
+// The rank's list with Offload / Prefetch instructions added.
+std::vector<Instruction> rewrite_rank(const Schedule& schedule, int rank,
+                                      const OffloadPolicy& policy) {
+  const auto& list = schedule.lists[static_cast<std::size_t>(rank)];
+  const RankStashes found = find_stashes(schedule, rank);
+
+  // after[i]: what goes directly after list position i, in order. An Offload is placed
+  // first (its stash arrived at i), then prefetches by how soon their B runs.
+  std::vector<std::vector<std::pair<int, Instruction>>> after(list.size());
+  for (const auto& [key, passes] : found.stashes) {
+    if (found.arrivals_between(passes) < policy.keep) continue;
     const auto [mb, chunk] = key;
-    after[static_cast<std::size_t>(passes.forward)].emplace_back(
-        -1, Instruction::offload(mb, chunk));
-    const int at = std::max(passes.input - policy.lookahead - 1, passes.forward);
+    after[static_cast<std::size_t>(passes.arrival)].emplace_back(-1,
+                                                                 Instruction::offload(mb, chunk));
+    const int ahead = passes.input_compute - policy.lookahead - 1;
+    const int at =
+        ahead < 0 ? passes.arrival
+                  : std::max(found.compute_at[static_cast<std::size_t>(ahead)], passes.arrival);
     after[static_cast<std::size_t>(at)].emplace_back(passes.input,
                                                      Instruction::prefetch(mb, chunk));
   }
 
   std::vector<Instruction> out;
-  out.reserve(list.size() + 2 * stashes.size());
-  int k = 0;
-  for (const Instruction& in : list) {
-    out.push_back(in);
-    if (!is_compute(in.op)) continue;
-    auto& extra = after[static_cast<std::size_t>(k++)];
+  out.reserve(list.size() + 2 * found.stashes.size());
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    out.push_back(list[i]);
+    auto& extra = after[i];
     std::stable_sort(extra.begin(), extra.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
     for (const auto& [order, instruction] : extra) out.push_back(instruction);
@@ -87,12 +111,23 @@ Result<Schedule> insert_offload(const Schedule& schedule, const OffloadPolicy& p
                          "; run the pass on a schedule without offload instructions");
 
   Schedule out = schedule;
-  for (auto& list : out.lists) list = rewrite_rank(list, policy);
+  for (int rank = 0; rank < out.ranks; ++rank)
+    out.lists[static_cast<std::size_t>(rank)] = rewrite_rank(schedule, rank, policy);
   auto checked = validate(out);
   if (!checked.ok())
     return error(StatusCode::internal,
                  what + " made an invalid schedule (a bug): " + checked.status().message());
   return out;
+}
+
+int offload_keep_limit(const Schedule& schedule) {
+  int limit = 0;
+  for (int rank = 0; rank < schedule.ranks; ++rank) {
+    const RankStashes found = find_stashes(schedule, rank);
+    for (const auto& entry : found.stashes)
+      limit = std::max(limit, found.arrivals_between(entry.second) + 1);
+  }
+  return limit;
 }
 
 }  // namespace spw::sched

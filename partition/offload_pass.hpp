@@ -3,15 +3,19 @@
 // inserts Offload and Prefetch instructions; the order of everything else is unchanged, so
 // the pass composes with every generator.
 //
-// Rule, per rank, for the stash s = (mb, chunk) made by Forward F_s and freed by its
-// BackwardWeight W_s. Counting only compute instructions (F, B, W) of the rank's list:
-//   keep      s stays resident when fewer than `keep` other Forwards run between F_s and
-//             W_s; otherwise Offload(s) goes directly after F_s.
-//   lookahead Prefetch(s) goes directly after the compute instruction that runs `lookahead`
-//             compute instructions before B_s, so exactly `lookahead` of them overlap the
-//             copy back; when that would be before the Offload, it goes right after it.
-// keep = 0 offloads every stash; a keep larger than the forwards that ever overlap one stash
-// offloads none. GPipe with m = 8 and keep = 1 keeps only the last microbatch's stash.
+// Rule, per rank, for each stash s = (mb, chunk) that arrives on the rank (is_stash_arrival:
+// its Forward where the rank also runs the stage's backwards, else its RecvStash, as on
+// PipeFB's backward ranks) and is freed by its BackwardWeight W_s:
+//   keep      s stays resident when fewer than `keep` other stashes arrive on the rank
+//             between its arrival and W_s; otherwise Offload(s) goes directly after the
+//             arrival. (Without split stages every Forward is an arrival, so this counts
+//             the Forwards in between.)
+//   lookahead Prefetch(s) goes directly after the compute instruction (F, B, W) that runs
+//             `lookahead` compute instructions before B_s, so exactly `lookahead` of them
+//             overlap the copy back; when that would be before the Offload, it goes right
+//             after it.
+// A forward-only rank's stashes leave with SendStash and are never offloaded there.
+// keep = 0 offloads every stash; a keep of offload_keep_limit() or more offloads none. GPipe with m = 8 and keep = 1 keeps only the last microbatch's stash.
 //
 // What it guarantees (validate()'s max_resident_stashes, which counts a stash from F to W
 // except between Offload and Prefetch):
@@ -40,5 +44,10 @@ struct OffloadPolicy {
 // message, with context) or already holds Offload / Prefetch instructions. The result
 // passes validate(); the pass checks that before returning it.
 Result<Schedule> insert_offload(const Schedule& schedule, const OffloadPolicy& policy);
+
+// The smallest keep with which the pass offloads nothing (0 when no stash arrives on any
+// rank): keep in [0, this) are the policies that differ from no offload. For a schedule
+// that validates.
+int offload_keep_limit(const Schedule& schedule);
 
 }  // namespace spw::sched

@@ -10,7 +10,8 @@ std::string node_memory_warning(const PipelineLayout& layout,
   double worst = 1;
   int worst_rank = -1, worst_pipeline_rank = -1;
   for (int replica = 0; replica < layout.replicas; ++replica)
-    for (int p = 0; p < layout.pipeline_ranks && p < static_cast<int>(peak_bytes.size()); ++p) {
+    for (int p = 0; p < layout.ranks_in_pipeline() && p < static_cast<int>(peak_bytes.size());
+         ++p) {
       const int rank = layout.world_rank_of(replica, p);
       const std::int64_t share = topology.memory_per_rank(rank);
       if (share <= 0) continue;

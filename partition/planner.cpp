@@ -1,18 +1,24 @@
 #include "partition/planner.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
+#include <tuple>
 #include <utility>
 
 #include "partition/generators.hpp"
 #include "partition/plan_memory_hint.hpp"
+#include "partition/offload_pass.hpp"
 #include "partition/planner_bound.hpp"
 #include "partition/planner_mapping.hpp"
+#include "partition/planner_offload.hpp"
 #include "partition/planner_split.hpp"
+#include "partition/validator.hpp"
 
 namespace spw::sched {
 
@@ -35,18 +41,35 @@ std::string seconds_text(double s) {
   return text;
 }
 
+std::string offload_text(const OffloadChoice& o) {
+  return std::string(offload_tier_name(o.tier)) + " keep " + std::to_string(o.keep) +
+         " lookahead " + std::to_string(o.lookahead);
+}
+
+// Layouts come in two families the explanation compares: one rank per stage, or two.
+enum Family { kClassic = 0, kSplit = 1 };
+const char* family_name(int family) { return family == kSplit ? "pipefb" : "classic"; }
+
 // One point of the search space without partition and mapping.
 struct Shape {
   std::string schedule;
   int P = 1, R = 1, v = 1, m = 1;
+  bool split = false;  // PipeFB: 2P lists
   std::int64_t samples = 1;
   const BlockSums* blocks = nullptr;
   std::unique_ptr<Schedule> generated;  // null: too large, predicted in closed form
   ScheduleFacts facts;
   bool exhaustive = false;
   std::vector<std::vector<StageRange>> partitions;
-  int plain_split = -1;  // index of the mapping-independent min-max split, once found
+  // The mapping-independent min-max splits, once found: [fits stashes in full, with
+  // offload]; -1 not searched yet, -2 none fits.
+  std::array<int, 2> plain_split = {-1, -1};
+  int keep_limit = 0;  // offload_keep_limit of the generated schedule
+  std::vector<int> max_live_stashes;  // the validator's, per list, once needed
+  std::map<std::pair<int, int>, Schedule> offloaded;  // by (keep, lookahead)
 
+  int lists() const { return split ? 2 * P : P; }
+  int family() const { return split ? kSplit : kClassic; }
   std::string name() const {
     return "P=" + std::to_string(P) + " R=" + std::to_string(R) + " " + schedule +
            (v > 1 ? " v=" + std::to_string(v) : "") + " m=" + std::to_string(m);
@@ -61,6 +84,15 @@ struct Candidate {
 struct Evaluated {
   Prediction prediction;
   std::int64_t peak = 0;
+  OffloadChoice offload;   // tier none: the plain schedule
+  double exposed_s = 0;    // iteration_s minus the same candidate without offload
+};
+
+// The best fitting plan found in one family, and what is known when there is none.
+struct FamilyRecord {
+  int shapes = 0;
+  int candidates = 0;  // within the memory bound
+  std::optional<std::pair<Candidate, Evaluated>> best;
 };
 
 class Search {
@@ -72,15 +104,27 @@ class Search {
  private:
   Status enumerate_shapes();
   void prepare_mappings();
+  std::vector<int> heuristic_mappings(const Shape& shape);
   void add_candidates(int shape_index);
   void add_minmax_partitions(Shape& shape, int mapping, std::vector<int>& partition_of);
   PipelineLayout layout(const Shape& shape, int partition, int mapping) const;
   double bound(const Shape& shape, const PipelineLayout& layout) const;
+  std::int64_t memory_bound(const Shape& shape, const std::vector<StageRange>& stages,
+                            bool offloadable) const;
   Result<Evaluated> evaluate(const Shape& shape, const PipelineLayout& layout, double bound);
+  Result<Evaluated> simulate_offload(Shape& shape, PipelineLayout layout, OffloadChoice choice,
+                                     const Evaluated& plain);
+  Result<std::optional<Evaluated>> best_offload(const Candidate& c, Shape& shape,
+                                                const PipelineLayout& layout,
+                                                const Evaluated& plain);
+  void consider_smallest(const Candidate& c, const Evaluated& e) {
+    if (!smallest_ || e.peak < smallest_->second.peak) smallest_.emplace(c, e);
+  }
   std::int64_t cap() const {
     return q_.memory_cap_bytes.value_or(std::numeric_limits<std::int64_t>::max());
   }
   Plan finish(const Candidate& best, const Evaluated& evaluated, bool exact, const char* why);
+  std::string layout_reason(const Candidate& best, const Evaluated& evaluated) const;
 
   const PlanRequest& q_;
   const RankTopology& topo_;
@@ -90,11 +134,16 @@ class Search {
   std::vector<std::vector<int>> mappings_;
   int permutations_ = 0;  // mappings_[0, permutations_) are every permutation
   int chain_ = -1;
-  std::map<int, int> replica_major_;  // P -> index in mappings_
+  std::map<std::pair<int, bool>, std::vector<int>> heuristic_;  // (P, split) -> mappings_
   std::vector<Candidate> candidates_;
   // The partition with the smallest memory bound among those the bound already rejects.
   std::int64_t pruned_peak_ = std::numeric_limits<std::int64_t>::max();
   Candidate pruned_{};
+  std::optional<std::pair<Candidate, Evaluated>> smallest_;  // the lowest peak, for the error
+  std::array<FamilyRecord, 2> families_;
+  std::array<double, 2> unexplored_bound_ = {std::numeric_limits<double>::infinity(),
+                                             std::numeric_limits<double>::infinity()};
+  bool policies_exhaustive_ = true;
   int simulations_ = 0;
   std::int64_t simulated_passes_ = 0;
 };
@@ -103,13 +152,23 @@ Status Search::enumerate_shapes() {
   const int N = topo_.ranks;
   const std::int64_t B = q_.global_batch;
   const PlanLimits& lim = q_.limits;
+  std::vector<std::string> names;
+  if (q_.layout != LayoutChoice::pipefb)
+    for (const std::string& name : q_.schedules)
+      if (name != "pipefb") names.push_back(name);
+  const bool listed = std::find(q_.schedules.begin(), q_.schedules.end(), "pipefb") !=
+                      q_.schedules.end();
+  if (q_.layout == LayoutChoice::pipefb || q_.layout == LayoutChoice::automatic || listed)
+    names.emplace_back("pipefb");
   for (int P = 1; P <= N; ++P) {
-    if (N % P != 0) continue;
-    const int R = N / P;
-    if (B % R != 0) continue;
-    const std::int64_t per_replica = B / R;
-    for (const std::string& name : q_.schedules) {
+    for (const std::string& name : names) {
       const bool interleaved = name == "interleaved-1f1b";
+      const bool split = name == "pipefb";
+      const int lists = split ? 2 * P : P;
+      if (N % lists != 0) continue;
+      const int R = N / lists;
+      if (B % R != 0) continue;
+      const std::int64_t per_replica = B / R;
       for (int v = interleaved ? 2 : 1; v <= (interleaved ? lim.max_chunks : 1); ++v) {
         if (static_cast<std::int64_t>(P) * v > n_) continue;
         for (int m = 1; m <= lim.max_microbatches && m <= per_replica; ++m) {
@@ -117,6 +176,7 @@ Status Search::enumerate_shapes() {
           Shape s;
           s.schedule = name;
           s.P = P, s.R = R, s.v = v, s.m = m;
+          s.split = split;
           s.samples = per_replica / m;
           auto [it, fresh] = sums_.try_emplace(s.samples);
           if (fresh) it->second = scale_blocks(q_.profile, s.samples);
@@ -125,9 +185,11 @@ Status Search::enumerate_shapes() {
             SPW_ASSIGN_OR_RETURN(Schedule generated, make_schedule(name, {P, m, v, R > 1}));
             s.generated = std::make_unique<Schedule>(std::move(generated));
             s.facts = schedule_facts(*s.generated);
+            s.keep_limit = offload_keep_limit(*s.generated);
           } else {
             s.facts = estimated_facts(name, P, v, m);
           }
+          ++families_[index(s.family())].shapes;
           shapes_.push_back(std::move(s));
         }
       }
@@ -136,7 +198,10 @@ Status Search::enumerate_shapes() {
   if (shapes_.empty())
     return bad("planner: no pipeline shape fits: the global batch " + std::to_string(B) +
                " must be divisible by the number of replicas, schedules must be non-empty, "
-               "and the model needs at least one block per stage");
+               "the model needs at least one block per stage" +
+               (q_.layout == LayoutChoice::pipefb
+                    ? ", and pipefb needs an even number of ranks per replica (2 per stage)"
+                    : ""));
   return Status::success();
 }
 
@@ -155,6 +220,30 @@ void Search::prepare_mappings() {
   mappings_.push_back(bandwidth_chain(topo_));
 }
 
+// The bandwidth chain's layouts (planner_mapping.hpp) for a shape, made once per (P, split).
+std::vector<int> Search::heuristic_mappings(const Shape& s) {
+  auto [it, fresh] = heuristic_.try_emplace({s.P, s.split});
+  if (!fresh) return it->second;
+  const std::vector<int> chain = mappings_[index(chain_)];  // a copy: mappings_ grows below
+  std::vector<int>& ids = it->second;
+  const auto add = [&](std::vector<int> mapping) {
+    if (mapping == chain) {
+      if (std::find(ids.begin(), ids.end(), chain_) == ids.end()) ids.push_back(chain_);
+      return;
+    }
+    ids.push_back(static_cast<int>(mappings_.size()));
+    mappings_.push_back(std::move(mapping));
+  };
+  if (s.split) {
+    add(pair_stage_ranks(chain, s.P));
+    if (s.R > 1) add(pair_stage_ranks(replicas_along_chain(chain, 2 * s.P), s.P));
+  } else {
+    ids.push_back(chain_);
+    if (s.P > 1 && s.R > 1) add(replicas_along_chain(chain, s.P));
+  }
+  return ids;
+}
+
 PipelineLayout Search::layout(const Shape& s, int partition, int mapping) const {
   PipelineLayout l;
   l.schedule = s.schedule;
@@ -169,37 +258,71 @@ double Search::bound(const Shape& s, const PipelineLayout& l) const {
   const std::vector<StageCost> stages = stage_costs(*s.blocks, topo_, l);
   const double step = optimizer_step_s(*s.blocks, l);
   const int S = s.P * s.v;
-  std::vector<Link> act(index(S - 1)), grad(index(S - 1));
+  std::vector<Link> act(index(S - 1)), grad(index(S - 1)), stash, params;
+  if (s.split) stash.resize(index(S)), params.resize(index(S));
   double worst = 0;
-  for (int j = 0; j < (s.P > 1 ? s.R : 1); ++j) {
-    if (s.P > 1)
+  const bool linked = s.lists() > 1;
+  for (int j = 0; j < (linked ? s.R : 1); ++j) {
+    if (linked) {
+      const auto world = [&](int list) { return l.world_rank_of(j, list); };
       for (int st = 0; st + 1 < S; ++st) {
-        const int from = l.world_rank_of(j, st % s.P), to = l.world_rank_of(j, (st + 1) % s.P);
-        act[index(st)] = topo_.link(from, to);
-        grad[index(st)] = topo_.link(to, from);
+        act[index(st)] = topo_.link(world(l.forward_list_of(st)), world(l.forward_list_of(st + 1)));
+        grad[index(st)] =
+            topo_.link(world(l.backward_list_of(st + 1)), world(l.backward_list_of(st)));
       }
-    worst = std::max(worst, iteration_lower_bound(s.facts, stages, act, grad, step));
+      if (s.split)
+        for (int st = 0; st < S; ++st) {
+          stash[index(st)] = topo_.link(world(st), world(s.P + st));
+          params[index(st)] = topo_.link(world(s.P + st), world(st));
+        }
+    }
+    worst = std::max(worst, iteration_lower_bound(s.facts, stages, act, grad, step, stash, params));
   }
   return worst;
 }
 
+std::int64_t Search::memory_bound(const Shape& s, const std::vector<StageRange>& ranges,
+                                  bool offloadable) const {
+  std::vector<StageCost> stages;
+  for (const StageRange& r : ranges) stages.push_back(s.blocks->stage(r));
+  std::int64_t peak = 0;
+  for (int r = 0; r < s.lists(); ++r)
+    peak = std::max(peak, memory_lower_bound(s.facts, stages, r, offloadable));
+  return peak;
+}
+
 // Partitions from the min-max search for one mapping: one minimising the bound's per-rank
-// chain (start + m * work + reduce), one minimising the plain stage time (the classic
-// balance), both under the memory cap with each chunk given an equal share of it.
+// chain, one minimising the plain stage time (the classic balance), both under the memory
+// cap with each chunk given an equal share of it; when offload may be chosen, the plain
+// one again with the stashes offloaded but one.
+//
+// Chain: classic, start + m * v * work + reduce (start: the blocks before, whose passes a
+// rank waits for). PipeFB: the larger of the forward rank's start + m * F and the backward
+// rank's (every forward + the backwards after it) + m * (B + W) + reduce; both monotone in
+// the range as min_max_partition needs (m >= 1 times a block outweighs it in the start).
+// Plain: classic F + B + W, PipeFB max(F, B + W).
 void Search::add_minmax_partitions(Shape& s, int mapping, std::vector<int>& partition_of) {
   const BlockSums& b = *s.blocks;
-  const int P = s.P, R = s.R, v = s.v;
+  const int P = s.P, R = s.R, v = s.v, n = s.lists();
   const double m = s.m;
-  std::vector<Ring> rings;
+  PipelineLayout shape_layout;
+  shape_layout.schedule = s.schedule;
+  shape_layout.pipeline_ranks = P;
+  std::vector<Ring> rings;  // [stage % P]: the replicas' copies of its backward list
   for (int p = 0; p < P; ++p) {
     std::vector<int> ring;
-    for (int j = 0; j < R; ++j) ring.push_back(mappings_[index(mapping)][index(j * P + p)]);
+    for (int j = 0; j < R; ++j)
+      ring.push_back(mappings_[index(mapping)][index(j * n + shape_layout.backward_list_of(p))]);
     rings.emplace_back(topo_, ring);
   }
+  const auto sum = [](const std::vector<double>& prefix, int a, int z) {
+    return prefix[index(z + 1)] - prefix[index(a)];
+  };
   const auto work = [&](int a, int z) {
-    return b.forward[index(z + 1)] - b.forward[index(a)] + b.backward_input[index(z + 1)] -
-           b.backward_input[index(a)] + b.backward_weight[index(z + 1)] -
-           b.backward_weight[index(a)];
+    return sum(b.forward, a, z) + sum(b.backward_input, a, z) + sum(b.backward_weight, a, z);
+  };
+  const auto backward = [&](int a, int z) {
+    return sum(b.backward_input, a, z) + sum(b.backward_weight, a, z);
   };
   const auto before = [&](int a) {
     return b.forward[index(a)] + b.backward_input[index(a)] +
@@ -208,15 +331,15 @@ void Search::add_minmax_partitions(Shape& s, int mapping, std::vector<int>& part
   const auto reduce = [&](int st, int a, int z) {
     return rings[index(st % P)].seconds(b.gradient[index(z + 1)] - b.gradient[index(a)]);
   };
-  const std::int64_t share = cap() / v;
-  const auto fits = [&](int st, int a, int z) {
-    const int live = s.facts.max_live[index((st % P) * v + st / P)];
-    return b.resident_bytes({a, z}) + live * (b.stash[index(z + 1)] - b.stash[index(a)]) <= share;
-  };
+  const double all_forward = b.forward.back();
   const auto chain = [&](int st, int a, int z) {
-    return before(a) + m * v * work(a, z) + reduce(st, a, z);
+    if (!s.split) return before(a) + m * v * work(a, z) + reduce(st, a, z);
+    return std::max(b.forward[index(a)] + m * sum(b.forward, a, z),
+                    all_forward + backward(z + 1, n_ - 1) + m * backward(a, z) + reduce(st, a, z));
   };
-  const auto plain = [&](int, int a, int z) { return work(a, z); };
+  const auto plain = [&](int, int a, int z) {
+    return s.split ? std::max(sum(b.forward, a, z), backward(a, z)) : work(a, z);
+  };
   const auto keep = [&](std::vector<StageRange> found) {
     if (found.empty()) return -1;
     const auto same = std::find(s.partitions.begin(), s.partitions.end(), found);
@@ -226,19 +349,35 @@ void Search::add_minmax_partitions(Shape& s, int mapping, std::vector<int>& part
       partition_of.push_back(at);
     return at;
   };
-  keep(min_max_partition(n_, P * v, chain, fits, 32));
-  // The plain split does not depend on the mapping: search it once per shape.
-  if (s.plain_split == -1) s.plain_split = keep(min_max_partition(n_, P * v, plain, fits, 32));
-  if (s.plain_split == -1) {
+  const std::int64_t share = cap() / v;
+  // Offloading changes nothing on PipeFB's lists, which hold one stash each.
+  const int variants = q_.offload.choose && !s.split ? 2 : 1;
+  for (int offloadable = 0; offloadable < variants; ++offloadable) {
+    const auto fits = [&](int st, int a, int z) {
+      const int live = s.split ? 1 : s.facts.max_live[index((st % P) * v + st / P)];
+      const int held = offloadable ? std::min(live, 1) : live;
+      return b.resident_bytes({a, z}) + held * (b.stash[index(z + 1)] - b.stash[index(a)]) <= share;
+    };
+    // With offload the chain's split is left out: searching it per mapping doubled the
+    // planning time of large cases, and the plain split stands for the offloading ones.
+    if (!offloadable) keep(min_max_partition(n_, P * v, chain, fits, 32));
+    // The plain split does not depend on the mapping: search it once per shape.
+    int& plain_split = s.plain_split[index(offloadable)];
+    if (plain_split == -1) {
+      plain_split = keep(min_max_partition(n_, P * v, plain, fits, 32));
+      if (plain_split == -1) plain_split = -2;
+    }
+    if (plain_split >= 0 &&
+        std::find(partition_of.begin(), partition_of.end(), plain_split) == partition_of.end())
+      partition_of.push_back(plain_split);
+  }
+  if (s.plain_split[0] == -2 && s.plain_split[index(variants - 1)] == -2) {
     // Nothing fits: keep the balanced split without the cap as the shape's smallest-peak
     // witness, so the error can say how far off the cap is.
-    s.plain_split = -2;
+    s.plain_split = {-3, -3};
     std::vector<StageRange> witness =
         min_max_partition(n_, P * v, plain, [](int, int, int) { return true; }, 32);
-    std::vector<StageCost> stages;
-    for (const StageRange& r : witness) stages.push_back(b.stage(r));
-    std::int64_t peak = 0;
-    for (int r = 0; r < P; ++r) peak = std::max(peak, memory_lower_bound(s.facts, stages, r));
+    const std::int64_t peak = witness.empty() ? pruned_peak_ : memory_bound(s, witness, variants > 1);
     if (!witness.empty() && peak < pruned_peak_) {
       pruned_peak_ = peak;
       s.partitions.push_back(std::move(witness));
@@ -246,9 +385,6 @@ void Search::add_minmax_partitions(Shape& s, int mapping, std::vector<int>& part
                  mapping};
     }
   }
-  if (s.plain_split >= 0 &&
-      std::find(partition_of.begin(), partition_of.end(), s.plain_split) == partition_of.end())
-    partition_of.push_back(s.plain_split);
 }
 
 void Search::add_candidates(int shape_index) {
@@ -256,18 +392,12 @@ void Search::add_candidates(int shape_index) {
   const std::int64_t limit = q_.limits.exhaustive_candidates;
   const int S = s.P * s.v;
   const std::int64_t partitions = count_partitions(n_, S, limit);
-  std::vector<int> heuristic{chain_};
-  if (s.P > 1 && s.R > 1) {
-    auto [it, fresh] = replica_major_.try_emplace(s.P, static_cast<int>(mappings_.size()));
-    if (fresh) mappings_.push_back(replicas_along_chain(mappings_[index(chain_)], s.P));
-    heuristic.push_back(it->second);
-  }
   std::vector<int> maps;
   const bool all_maps = permutations_ > 0 && partitions * permutations_ <= limit;
   if (all_maps)
     for (int i = 0; i < permutations_; ++i) maps.push_back(i);
   else
-    maps = heuristic;
+    maps = heuristic_mappings(s);
   // pairs[i] = (partition, mapping) to consider.
   std::vector<std::pair<int, int>> pairs;
   if (partitions * static_cast<std::int64_t>(maps.size()) <= limit) {
@@ -286,14 +416,12 @@ void Search::add_candidates(int shape_index) {
       for (int p : found) pairs.emplace_back(p, map);
     }
   }
-  // The memory bound does not depend on the mapping: reject a partition once.
+  // The memory bound does not depend on the mapping: reject a partition once. With offload
+  // to choose, only the stash a backward runs on has to be resident.
   std::vector<int> fits(s.partitions.size(), -1);
   for (const auto& [p, map] : pairs) {
     if (fits[index(p)] < 0) {
-      std::vector<StageCost> stages;
-      for (const StageRange& r : s.partitions[index(p)]) stages.push_back(s.blocks->stage(r));
-      std::int64_t peak = 0;
-      for (int r = 0; r < s.P; ++r) peak = std::max(peak, memory_lower_bound(s.facts, stages, r));
+      const std::int64_t peak = memory_bound(s, s.partitions[index(p)], q_.offload.choose);
       fits[index(p)] = peak <= cap() ? 1 : 0;
       if (!fits[index(p)] && peak < pruned_peak_) {
         pruned_peak_ = peak;
@@ -302,6 +430,7 @@ void Search::add_candidates(int shape_index) {
     }
     if (!fits[index(p)]) continue;
     candidates_.push_back({bound(s, layout(s, p, map)), shape_index, p, map});
+    ++families_[index(s.family())].candidates;
   }
 }
 
@@ -317,15 +446,102 @@ Result<Evaluated> Search::evaluate(const Shape& s, const PipelineLayout& l, doub
     double busy = 0;
     for (const StageCost& c : stages)
       busy += s.m * (c.forward_s + c.backward_input_s + c.backward_weight_s);
-    busy += s.P * optimizer_step_s(*s.blocks, l);
+    busy += s.P * optimizer_step_s(*s.blocks, l);  // only the ranks running backwards step
     e.prediction.iteration_s = at_least;
-    e.prediction.bubble_fraction = at_least > 0 ? 1 - busy / (s.P * at_least) : 0;
-    for (int r = 0; r < s.P; ++r)
+    e.prediction.bubble_fraction = at_least > 0 ? 1 - busy / (s.lists() * at_least) : 0;
+    for (int r = 0; r < s.lists(); ++r)
       e.prediction.peak_memory_bytes.push_back(memory_estimate(s.facts, stages, r));
   }
   e.peak = *std::max_element(e.prediction.peak_memory_bytes.begin(),
                              e.prediction.peak_memory_bytes.end());
   return e;
+}
+
+Result<Evaluated> Search::simulate_offload(Shape& s, PipelineLayout l, OffloadChoice choice,
+                                           const Evaluated& plain) {
+  l.offload = choice;
+  auto [it, fresh] = s.offloaded.try_emplace({choice.keep, choice.lookahead});
+  if (fresh) {
+    SPW_ASSIGN_OR_RETURN(it->second, insert_offload(*s.generated, {choice.keep, choice.lookahead}));
+  }
+  ++simulations_;
+  simulated_passes_ += static_cast<std::int64_t>(s.P) * s.v * s.m;
+  Evaluated e;
+  SPW_ASSIGN_OR_RETURN(e.prediction,
+                       predict(it->second, *s.blocks, topo_, l, false, q_.offload.bandwidth));
+  e.peak = *std::max_element(e.prediction.peak_memory_bytes.begin(),
+                             e.prediction.peak_memory_bytes.end());
+  e.offload = choice;
+  e.exposed_s = e.prediction.iteration_s - plain.prediction.iteration_s;
+  return e;
+}
+
+// The fastest offload policy that brings a candidate within the cap, if any. Offloading
+// only adds waits (the simulator's times never shrink), so nothing beats the candidate's
+// own time and the search stops at a policy that costs nothing.
+Result<std::optional<Evaluated>> Search::best_offload(const Candidate& c, Shape& s,
+                                                      const PipelineLayout& l,
+                                                      const Evaluated& plain) {
+  std::optional<Evaluated> found;
+  const int K = s.keep_limit, L = q_.limits.max_lookahead;
+  const auto free_of_cost = [&] {
+    return found && found->prediction.iteration_s <= plain.prediction.iteration_s * (1 + 1e-12);
+  };
+  const auto consider = [&](const Evaluated& e) {
+    consider_smallest(c, e);
+    if (e.peak <= cap() && (!found || e.prediction.iteration_s < found->prediction.iteration_s))
+      found = e;
+  };
+  std::vector<StageCost> stages;
+  for (const StageRange& r : l.stages) stages.push_back(s.blocks->stage(r));
+  if (s.max_live_stashes.empty()) {
+    SPW_ASSIGN_OR_RETURN(const ValidationReport report, validate(*s.generated));
+    s.max_live_stashes = report.max_live_stashes;
+  }
+  for (OffloadTier tier : q_.offload.tiers) {
+    PipelineLayout tried = l;
+    tried.offload.tier = tier;
+    if (!check_offload(tried).ok()) continue;  // peer without a partner
+    // What the tier reserves does not depend on keep and lookahead: with the memory bound
+    // of one resident stash it rules a tier out without simulating it.
+    const std::vector<std::int64_t> reserved =
+        offload_reserved_bytes(tried, stages, s.max_live_stashes);
+    bool possible = true;
+    for (int r = 0; r < s.lists(); ++r)
+      possible = possible && memory_lower_bound(s.facts, stages, r, true) +
+                                     reserved[index(r)] <= cap();
+    if (!possible) continue;
+    if (static_cast<std::int64_t>(K) * (L + 1) <= q_.limits.exhaustive_policies) {
+      for (int lookahead = 0; lookahead <= L && !free_of_cost(); ++lookahead)
+        for (int keep = K - 1; keep >= 0 && !free_of_cost(); --keep) {
+          SPW_ASSIGN_OR_RETURN(Evaluated e, simulate_offload(s, l, {tier, keep, lookahead}, plain));
+          consider(e);
+        }
+      continue;
+    }
+    // Many policies: per lookahead, the largest keep that fits, assuming the peak grows with
+    // keep and with lookahead (kept and prefetched stashes only add to what is resident;
+    // not proven), so a lookahead where nothing fits ends the tier.
+    policies_exhaustive_ = false;
+    for (int lookahead = 0; lookahead <= L && !free_of_cost(); ++lookahead) {
+      int lo = 0, hi = K - 1;  // find the largest keep in [lo, hi] that fits
+      std::optional<Evaluated> fit;
+      while (lo <= hi) {
+        const int keep = lo + (hi - lo) / 2;
+        SPW_ASSIGN_OR_RETURN(Evaluated e, simulate_offload(s, l, {tier, keep, lookahead}, plain));
+        consider_smallest(c, e);
+        if (e.peak <= cap()) {
+          fit = e;
+          lo = keep + 1;
+        } else {
+          hi = keep - 1;
+        }
+      }
+      if (!fit) break;
+      consider(*fit);
+    }
+  }
+  return found;
 }
 
 Result<Plan> Search::run() {
@@ -336,65 +552,107 @@ Result<Plan> Search::run() {
     add_candidates(i);
     exhaustive = exhaustive && shapes_[index(i)].exhaustive && shapes_[index(i)].generated;
   }
-  // Among equal bounds the simpler layout comes first (fewer chunks, fewer microbatches), so
-  // a tie in simulated time goes to the plan with less to go wrong.
+  // Among equal bounds the simpler layout comes first (one rank per stage, fewer chunks,
+  // fewer microbatches), so a tie in simulated time goes to the plan with less to go wrong.
   std::stable_sort(candidates_.begin(), candidates_.end(),
                    [this](const Candidate& a, const Candidate& b) {
                      if (a.bound != b.bound) return a.bound < b.bound;
                      const Shape& sa = shapes_[index(a.shape)];
                      const Shape& sb = shapes_[index(b.shape)];
-                     return std::pair(sa.v, sa.m) < std::pair(sb.v, sb.m);
+                     return std::tuple(sa.split, sa.v, sa.m) < std::tuple(sb.split, sb.v, sb.m);
                    });
 
   std::optional<std::pair<Candidate, Evaluated>> best;
-  std::optional<std::pair<Candidate, Evaluated>> smallest;  // the lowest peak, for the error
   bool closed_form = false, budget = false;
   for (const Candidate& c : candidates_) {
+    Shape& s = shapes_[index(c.shape)];
+    double& unexplored = unexplored_bound_[index(s.family())];
     // A bound at or above the best time cannot win (1e-12: the bound sums in another order).
-    if (best && c.bound * (1 - 1e-12) >= best->second.prediction.iteration_s) break;
-    const Shape& s = shapes_[index(c.shape)];
+    if (best && c.bound * (1 - 1e-12) >= best->second.prediction.iteration_s) {
+      unexplored = std::min(unexplored, c.bound);
+      continue;
+    }
     if (s.generated && simulated_passes_ >= q_.limits.simulation_budget) {
       budget = true;
-      break;
+      unexplored = std::min(unexplored, c.bound);
+      continue;
     }
-    SPW_ASSIGN_OR_RETURN(Evaluated e, evaluate(s, layout(s, c.partition, c.mapping), c.bound));
+    const PipelineLayout l = layout(s, c.partition, c.mapping);
+    SPW_ASSIGN_OR_RETURN(Evaluated e, evaluate(s, l, c.bound));
     closed_form = closed_form || !s.generated;
-    if (!smallest || e.peak < smallest->second.peak) smallest.emplace(c, e);
-    if (e.peak > cap()) continue;
+    consider_smallest(c, e);
+    if (e.peak > cap()) {
+      // Offload is modelled on simulated shapes only, and cannot beat the time without it.
+      if (!q_.offload.choose || !s.generated ||
+          (best && e.prediction.iteration_s * (1 - 1e-12) >= best->second.prediction.iteration_s))
+        continue;
+      SPW_ASSIGN_OR_RETURN(std::optional<Evaluated> offloaded, best_offload(c, s, l, e));
+      if (!offloaded) continue;
+      e = *offloaded;
+    }
+    FamilyRecord& family = families_[index(s.family())];
+    if (!family.best || e.prediction.iteration_s < family.best->second.prediction.iteration_s)
+      family.best.emplace(c, e);
     if (!best || e.prediction.iteration_s < best->second.prediction.iteration_s) best.emplace(c, e);
   }
   if (best) {
+    const bool exact = exhaustive && !closed_form && !budget && policies_exhaustive_;
     const char* why = budget        ? "approximate: the simulation budget ran out"
                       : closed_form ? "approximate: shapes too large to simulate were predicted "
                                       "by the closed-form bound"
                       : !exhaustive ? "approximate: partitions or mappings were not searched "
                                       "exhaustively"
-                                    : "exact over the search space";
-    return finish(best->first, best->second, exhaustive && !closed_form && !budget, why);
+                      : !policies_exhaustive_
+                          ? "approximate: offload keep was bisected, not searched exhaustively"
+                          : "exact over the search space";
+    return finish(best->first, best->second, exact, why);
   }
 
   // The candidate the memory bound rejected with the smallest bound may still peak below
   // every simulated one: the smallest cap that fits is the lower of the two.
   if (pruned_peak_ < std::numeric_limits<std::int64_t>::max()) {
-    const Shape& s = shapes_[index(pruned_.shape)];
+    Shape& s = shapes_[index(pruned_.shape)];
     const PipelineLayout l = layout(s, pruned_.partition, pruned_.mapping);
     SPW_ASSIGN_OR_RETURN(Evaluated e, evaluate(s, l, bound(s, l)));
-    if (!smallest || e.peak < smallest->second.peak) smallest.emplace(pruned_, e);
+    consider_smallest(pruned_, e);
+  }
+  // How far offloading every stash would get the smallest plan found without it, so the
+  // error says what offload can and cannot do.
+  if (smallest_ && q_.offload.choose && smallest_->second.offload.tier == OffloadTier::none) {
+    const Candidate c = smallest_->first;
+    const Evaluated plain = smallest_->second;
+    Shape& s = shapes_[index(c.shape)];
+    const PipelineLayout l = layout(s, c.partition, c.mapping);
+    for (OffloadTier tier : q_.offload.tiers) {
+      PipelineLayout tried = l;
+      tried.offload = {tier, 0, 0};
+      if (!s.generated || s.keep_limit == 0 || !check_offload(tried).ok()) continue;
+      SPW_ASSIGN_OR_RETURN(Evaluated o, simulate_offload(s, l, tried.offload, plain));
+      consider_smallest(c, o);
+    }
   }
   std::string found = "no candidate was evaluated";
-  if (smallest) {
-    const auto& peaks = smallest->second.prediction.peak_memory_bytes;
+  if (smallest_) {
+    const auto& peaks = smallest_->second.prediction.peak_memory_bytes;
     const auto rank = std::max_element(peaks.begin(), peaks.end()) - peaks.begin();
-    const Shape& s = shapes_[index(smallest->first.shape)];
-    // What the rank holds whatever the schedule (its stages' parameters, gradients and
-    // optimizer state) against what comes and goes with microbatches.
-    const PipelineLayout l = layout(s, smallest->first.partition, smallest->first.mapping);
+    const OffloadChoice& o = smallest_->second.offload;
+    const Shape& s = shapes_[index(smallest_->first.shape)];
+    // What the rank holds whatever the schedule (parameters of the stages it serves, and
+    // gradients and optimizer state of those whose backwards it runs) against what comes
+    // and goes with microbatches (stashes, activation and gradient buffers).
+    const PipelineLayout l = layout(s, smallest_->first.partition, smallest_->first.mapping);
     std::int64_t resident = 0;
-    for (int st = static_cast<int>(rank); st < s.P * s.v; st += s.P)
-      resident += s.blocks->resident_bytes(l.stages[index(st)]);
-    const std::int64_t moving = smallest->second.peak - resident;
-    found = "the smallest peak found is " + bytes_text(smallest->second.peak) +
+    for (int st = 0; st < static_cast<int>(l.stages.size()); ++st) {
+      const StageRange range = l.stages[index(st)];
+      if (l.backward_list_of(st) == rank)
+        resident += s.blocks->resident_bytes(range);
+      else if (l.forward_list_of(st) == rank)
+        resident += s.blocks->stage(range).parameter_bytes;
+    }
+    const std::int64_t moving = smallest_->second.peak - resident;
+    found = "the smallest peak found is " + bytes_text(smallest_->second.peak) +
             " on pipeline rank " + std::to_string(rank) + " (" + s.name() +
+            (o.tier != OffloadTier::none ? ", offload " + offload_text(o) : "") +
             "), the smallest cap known to fit; " +
             (resident >= moving
                  ? "parameters, gradients and optimizer state dominate it (" + bytes_text(resident) +
@@ -406,30 +664,65 @@ Result<Plan> Search::run() {
                "planner: no plan keeps every rank within the memory cap of " + bytes_text(cap()) +
                    ": " + found +
                    "; use more ranks, smaller microbatches (a larger max_microbatches or global "
-                   "batch), a larger cap, or offload activation stashes");
+                   "batch), a larger cap" +
+                   (q_.offload.choose ? " (offloading stashes was tried)"
+                                      : ", or offload activation stashes"));
+}
+
+// Why this layout family: the other one's best, or why it has none.
+std::string Search::layout_reason(const Candidate& c, const Evaluated& e) const {
+  const int mine = shapes_[index(c.shape)].family(), other = 1 - mine;
+  const std::string chosen = family_name(mine);
+  if (q_.layout == LayoutChoice::pipefb) return "layout: pipefb, as the request asks";
+  if (mine == kClassic && q_.layout == LayoutChoice::classic)
+    return "layout: classic, as the request asks";
+  const FamilyRecord& rival = families_[index(other)];
+  const std::string rival_name = family_name(other);
+  if (rival.shapes == 0)
+    return "layout: " + chosen + ", the only kind with a shape for " +
+           std::to_string(topo_.ranks) + " ranks and a batch of " +
+           std::to_string(q_.global_batch) +
+           (other == kSplit ? " (pipefb needs 2 ranks per stage in every replica)" : "");
+  if (rival.best)
+    return "layout: " + chosen + ", predicted " + seconds_text(e.prediction.iteration_s) +
+           " against " + seconds_text(rival.best->second.prediction.iteration_s) +
+           " for the best " + rival_name + " plan found (" +
+           shapes_[index(rival.best->first.shape)].name() + ")";
+  if (rival.candidates > 0 && unexplored_bound_[index(other)] < std::numeric_limits<double>::infinity())
+    return "layout: " + chosen + ", predicted " + seconds_text(e.prediction.iteration_s) +
+           "; no " + rival_name + " plan can take less than " +
+           seconds_text(unexplored_bound_[index(other)]) + " (lower bound)";
+  return "layout: " + chosen + ", the only kind within the memory cap: no " + rival_name +
+         " plan fits";
 }
 
 Plan Search::finish(const Candidate& c, const Evaluated& e, bool exact, const char* why) {
   const Shape& s = shapes_[index(c.shape)];
   Plan plan;
   static_cast<PipelineLayout&>(plan) = layout(s, c.partition, c.mapping);
+  plan.offload = e.offload;
   plan.iteration_s = e.prediction.iteration_s;
   plan.bubble_fraction = e.prediction.bubble_fraction;
   plan.peak_memory_bytes = e.prediction.peak_memory_bytes;
+  plan.offload_transfer_s = e.prediction.offload_transfer_s;
+  plan.offload_exposed_s = e.exposed_s;
   plan.simulated = s.generated != nullptr;
   plan.exact = exact;
   plan.candidates = static_cast<std::int64_t>(candidates_.size());
-  // No mapping beats free links and the fastest ring (the simulator is monotone in costs).
+  // No mapping beats free links and the fastest ring (the simulator is monotone in costs),
+  // nor does offloading make anything faster: the plain schedule gives the bound.
+  PipelineLayout plain = plan;
+  plain.offload = {};
   if (s.generated) {
-    auto ideal = predict(*s.generated, *s.blocks, topo_, plan, /*ideal=*/true);
+    auto ideal = predict(*s.generated, *s.blocks, topo_, plain, /*ideal=*/true);
     ++simulations_;
     plan.mapping_lower_bound_s = ideal.ok() ? ideal->iteration_s : 0;
   } else {
     const int S = s.P * s.v;
     plan.mapping_lower_bound_s =
-        iteration_lower_bound(s.facts, stage_costs(*s.blocks, topo_, plan, /*ideal=*/true),
+        iteration_lower_bound(s.facts, stage_costs(*s.blocks, topo_, plain, /*ideal=*/true),
                               std::vector<Link>(index(S - 1)), std::vector<Link>(index(S - 1)),
-                              optimizer_step_s(*s.blocks, plan));
+                              optimizer_step_s(*s.blocks, plain));
   }
   plan.simulations = simulations_;
 
@@ -438,21 +731,40 @@ Plan Search::finish(const Candidate& c, const Evaluated& e, bool exact, const ch
     stages += (i ? " | " : "") + std::to_string(plan.stages[i].first) + "-" +
               std::to_string(plan.stages[i].last);
   const auto peak = std::max_element(plan.peak_memory_bytes.begin(), plan.peak_memory_bytes.end());
+  const int at = static_cast<int>(peak - plan.peak_memory_bytes.begin());
   char numbers[256];
   std::snprintf(numbers, sizeof numbers, "bubble %.1f%%; no mapping of ranks is more than %.1f%% faster",
                 100 * plan.bubble_fraction,
                 plan.mapping_lower_bound_s > 0
                     ? 100 * (plan.iteration_s / plan.mapping_lower_bound_s - 1)
                     : 0.0);
+  std::string offload;
+  if (plan.offload.tier != OffloadTier::none) {
+    char text[192];
+    std::snprintf(text, sizeof text,
+                  "offload: %s, keep %d, lookahead %d; %.6g s of copies on the busiest rank, "
+                  "%.6g s of it exposed",
+                  offload_tier_name(plan.offload.tier), plan.offload.keep, plan.offload.lookahead,
+                  plan.offload_transfer_s, std::max(0.0, plan.offload_exposed_s));
+    offload = std::string(text) + " (without offload the peak is over the cap)\n";
+  } else if (q_.offload.choose) {
+    offload = "offload: none, every rank fits without it\n";
+  }
   plan.explanation =
-      s.name() + ", " + std::to_string(s.samples) + " samples per microbatch\n" +
-      "stages (blocks): " + stages + "\n" + "iteration " + seconds_text(plan.iteration_s) +
+      s.name() + ", " + std::to_string(s.samples) + " samples per microbatch" +
+      (s.split ? ", each stage's forwards and backwards on two ranks (" +
+                     std::to_string(s.lists()) + " ranks per pipeline)"
+               : "") +
+      "\n" + layout_reason(c, e) + "\n" + "stages (blocks): " + stages + "\n" + "iteration " +
+      seconds_text(plan.iteration_s) +
       (plan.simulated ? " (simulated)" : " (closed-form bound: too large to simulate)") + ", " +
-      numbers + "\n" + "peak " + bytes_text(*peak) + " on pipeline rank " +
-      std::to_string(peak - plan.peak_memory_bytes.begin()) +
+      numbers + "\n" + "peak " + bytes_text(*peak) + " on pipeline rank " + std::to_string(at) +
+      (s.split ? std::string(at < s.P ? " (forward" : " (backward") + " rank of stage " +
+                     std::to_string(at % s.P) + ")"
+               : "") +
       (q_.memory_cap_bytes ? " of a " + bytes_text(*q_.memory_cap_bytes) + " cap" : "") + "\n" +
-      std::to_string(plan.candidates) + " candidates, " + std::to_string(plan.simulations) +
-      " simulations; " + why;
+      offload + std::to_string(plan.candidates) + " candidates, " +
+      std::to_string(plan.simulations) + " simulations; " + why;
   if (!q_.memory_cap_bytes) {
     const std::string warning = node_memory_warning(plan, plan.peak_memory_bytes, topo_);
     if (!warning.empty()) plan.explanation += "\n" + warning;
@@ -473,22 +785,42 @@ Result<Plan> make_plan(const PlanRequest& request) {
                " must be >= 1 (or unset for no cap)");
   const PlanLimits& lim = request.limits;
   if (lim.max_microbatches < 1 || lim.max_chunks < 1 || lim.exhaustive_candidates < 1 ||
-      lim.max_simulated_passes < 1 || lim.simulation_budget < 1)
-    return bad("planner: every limit must be >= 1 (max_microbatches " +
+      lim.max_simulated_passes < 1 || lim.simulation_budget < 1 || lim.max_lookahead < 0 ||
+      lim.exhaustive_policies < 1)
+    return bad("planner: every limit must be >= 1 and max_lookahead >= 0 (max_microbatches " +
                std::to_string(lim.max_microbatches) + ", max_chunks " +
                std::to_string(lim.max_chunks) + ", exhaustive_candidates " +
                std::to_string(lim.exhaustive_candidates) + ", max_simulated_passes " +
                std::to_string(lim.max_simulated_passes) + ", simulation_budget " +
-               std::to_string(lim.simulation_budget) + ")");
+               std::to_string(lim.simulation_budget) + ", max_lookahead " +
+               std::to_string(lim.max_lookahead) + ", exhaustive_policies " +
+               std::to_string(lim.exhaustive_policies) + ")");
   const auto known = schedule_names();
-  if (request.schedules.empty()) return bad("planner: no schedules allowed; give at least one");
-  for (const std::string& name : request.schedules)
+  if (request.schedules.empty() && request.layout != LayoutChoice::pipefb)
+    return bad("planner: no schedules allowed; give at least one");
+  for (const std::string& name : request.schedules) {
     if (std::find(known.begin(), known.end(), name) == known.end())
       return bad("planner: unknown schedule '" + name +
-                 "' (known: gpipe, 1f1b, interleaved-1f1b, zb-h1)");
-  if (std::find(request.schedules.begin(), request.schedules.end(), "pipefb") !=
-      request.schedules.end())
-    return error(StatusCode::unsupported, "planner: the planner does not model pipefb yet");
+                 "' (known: gpipe, 1f1b, interleaved-1f1b, zb-h1, pipefb)");
+    if (name == "pipefb" && request.layout == LayoutChoice::classic)
+      return bad("planner: schedule 'pipefb' puts a stage on two ranks, which layout classic "
+                 "forbids; drop it from the schedules or ask for layout automatic or pipefb");
+  }
+  const OffloadSearch& offload = request.offload;
+  if (offload.choose) {
+    if (offload.tiers.empty())
+      return bad("planner: offload.choose needs at least one tier to choose from (file, peer)");
+    for (OffloadTier tier : offload.tiers) {
+      if (tier == OffloadTier::none)
+        return bad("planner: offload tiers to choose from list 'none'; the planner chooses none "
+                   "by itself when everything fits: list file and/or peer");
+      if (tier == OffloadTier::host)
+        return bad("planner: the host offload tier is not modelled (the rank topology does not "
+                   "say whether a rank has a second memory node): choose among file and peer");
+    }
+    const Status bandwidth = check_offload_bandwidth(offload.bandwidth);
+    if (!bandwidth.ok()) return bandwidth.with_context("planner");
+  }
   return Search(request).run();
 }
 

@@ -6,7 +6,10 @@
 // Search space: P divides the ranks and R = ranks / P divides the global batch; schedules
 // from the request; v = 1, or 2..max_chunks for interleaved-1f1b; m every divisor of
 // global_batch / R up to max_microbatches (a multiple of P for interleaved); every
-// contiguous partition of the blocks into P * v stages; every mapping of ranks.
+// contiguous partition of the blocks into P * v stages; every mapping of ranks. PipeFB
+// (layout automatic or pipefb) adds P stages on 2P ranks per replica, R = ranks / 2P. With
+// offload.choose, a candidate that does not fit the cap is also tried with every offload
+// tier, keep and lookahead (offload_pass.hpp), costed by planner_offload.hpp.
 //
 // Branch and bound: each candidate gets a lower bound on its simulated time and memory
 // (planner_bound.hpp); candidates are simulated in increasing order of bound until the next
@@ -14,7 +17,9 @@
 // candidates and the answer is exact; otherwise partitions come from a min-max search
 // (planner_split.hpp) and mappings from a bandwidth chain (planner_mapping.hpp). Shapes with
 // more than max_simulated_passes = P * v * m forwards are predicted by the bound itself.
-// partition/README.md ("Planner") has the details and the complexity.
+// Offload policies are searched in full when keep x lookahead choices are few, else keep
+// is bisected (exactness then not claimed). partition/README.md ("Planner") has the
+// details and the complexity.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +45,23 @@ struct PlanLimits {
   // Forward passes (P * v * m per run) the simulator may replay per plan, about 2-3 us
   // each here; exactness is lost when the budget runs out before the bound stops the search.
   std::int64_t simulation_budget = std::int64_t{1} << 18;
+  // Offload lookahead candidates: 0..max_lookahead.
+  int max_lookahead = 2;
+  // Per candidate and tier, every keep x lookahead is simulated when there are at most this
+  // many; otherwise, per lookahead, the largest keep that fits is found by bisection.
+  int exhaustive_policies = 64;
+};
+
+// Which layouts the planner may choose: both kinds (automatic), one rank per stage
+// (classic: the request's schedules), or a forward and a backward rank per stage (pipefb).
+enum class LayoutChoice { automatic, classic, pipefb };
+
+struct OffloadSearch {
+  // Let the planner choose a tier, keep and lookahead for plans that need them to fit the
+  // cap (offload.tier = "auto"); off: plans never offload.
+  bool choose = false;
+  std::vector<OffloadTier> tiers = {OffloadTier::file, OffloadTier::peer};  // no host yet
+  OffloadBandwidth bandwidth;  // the file tier's storage bandwidth
 };
 
 struct PlanRequest {
@@ -47,14 +69,23 @@ struct PlanRequest {
   RankTopology topology;
   std::int64_t global_batch = 1;                  // samples per iteration over all replicas
   std::optional<std::int64_t> memory_cap_bytes;  // per rank; none: unlimited
+  // Classic schedules; "pipefb" may be listed too (it is added anyway under automatic).
   std::vector<std::string> schedules = {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1"};
+  LayoutChoice layout = LayoutChoice::automatic;
+  OffloadSearch offload;
   PlanLimits limits;
 };
 
+// PipelineLayout::offload is the offload the plan needs (tier none when it fits without).
 struct Plan : PipelineLayout {
   double iteration_s = 0;  // predicted
   double bubble_fraction = 0;
-  std::vector<std::int64_t> peak_memory_bytes;  // [pipeline rank], the largest over replicas
+  std::vector<std::int64_t> peak_memory_bytes;  // [list], the largest over replicas
+  // The busiest rank's copies to and from the tier per iteration, and how much longer the
+  // iteration is than the same layout without offload; the rest of the copies is hidden
+  // behind compute.
+  double offload_transfer_s = 0;
+  double offload_exposed_s = 0;
   bool simulated = true;  // false: predicted by the closed-form bound (shape too large)
   // Optimal over the whole search space: every shape searched exhaustively, every
   // candidate that could win simulated.
@@ -68,8 +99,10 @@ struct Plan : PipelineLayout {
   std::string explanation;  // a few lines for people
 };
 
-// invalid_argument for a bad profile, topology, global batch (< 1), cap (< 1) or schedule
-// name; memory_cap when no candidate fits, naming the smallest peak found and what to change.
+// invalid_argument for a bad profile, topology, global batch (< 1), cap (< 1), schedule
+// name, "pipefb" among the schedules with layout classic, limit, offload tier (host, none)
+// or file bandwidth; memory_cap when no candidate fits, naming the smallest peak found and
+// what to change.
 Result<Plan> make_plan(const PlanRequest& request);
 
 }  // namespace spw::sched

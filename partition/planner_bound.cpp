@@ -14,7 +14,28 @@ double transfer_s(const Link& link, std::int64_t bytes) {
 
 }  // namespace
 
+namespace {
+
+// PipeFB's facts, the same from its lists as from its closed form: every list holds one
+// stash at a time (a forward list until its SS, a backward list from RS to W), and every
+// B is followed by its W.
+ScheduleFacts split_facts(int stages, int microbatches, bool measured) {
+  ScheduleFacts f;
+  f.ranks = stages;
+  f.microbatches = microbatches;
+  f.split = true;
+  f.measured = measured;
+  f.max_live.assign(index(2 * stages), 1);
+  f.w_after.assign(index(2 * stages), 0);
+  f.last_b_chunk.assign(index(2 * stages), 0);
+  f.last_w_chunk.assign(index(2 * stages), 0);
+  return f;
+}
+
+}  // namespace
+
 ScheduleFacts schedule_facts(const Schedule& s) {
+  if (s.placed()) return split_facts(s.stages(), s.microbatches, true);
   ScheduleFacts f;
   f.ranks = s.ranks;
   f.chunks = s.chunks;
@@ -55,6 +76,7 @@ ScheduleFacts schedule_facts(const Schedule& s) {
 }
 
 ScheduleFacts estimated_facts(std::string_view name, int P, int v, int m) {
+  if (name == "pipefb") return split_facts(P, m, false);
   ScheduleFacts f;
   f.ranks = P;
   f.chunks = v;
@@ -86,9 +108,62 @@ ScheduleFacts estimated_facts(std::string_view name, int P, int v, int m) {
   return f;
 }
 
+namespace {
+
+double split_lower_bound(const ScheduleFacts& f, const std::vector<StageCost>& stages,
+                         const std::vector<Link>& act, const std::vector<Link>& grad,
+                         double step, const std::vector<Link>& stash,
+                         const std::vector<Link>& params) {
+  const int P = f.ranks;
+  const double m = f.microbatches;
+  const auto link = [](const std::vector<Link>& links, int s) {
+    return links.empty() ? Link{} : links[index(s)];
+  };
+  const auto bw = [&](int s) {
+    return stages[index(s)].backward_input_s + stages[index(s)].backward_weight_s;
+  };
+  // start[s]: microbatch 0 reaches F_s; down[s]: a gradient leaving B_s reaches the end of
+  // B_0's backward; up[s]: B_s can start microbatch 0's backward.
+  std::vector<double> start(index(P), 0), down(index(P), 0), up(index(P), 0);
+  for (int s = 1; s < P; ++s) {
+    const StageCost& prev = stages[index(s - 1)];
+    start[index(s)] = start[index(s - 1)] + prev.forward_s + transfer_s(act[index(s - 1)], prev.activation_bytes);
+    down[index(s)] = down[index(s - 1)] + transfer_s(grad[index(s - 1)], prev.activation_bytes) + bw(s - 1);
+  }
+  const auto stash_s = [&](int s) { return transfer_s(link(stash, s), stages[index(s)].stash_bytes); };
+  const auto back_s = [&](int s) {  // the reduce, the step, the parameters home
+    return stages[index(s)].reduce_grads_s + step +
+           transfer_s(link(params, s), stages[index(s)].parameter_bytes);
+  };
+  for (int s = P - 1; s >= 0; --s) {
+    up[index(s)] = start[index(s)] + stages[index(s)].forward_s + stash_s(s);
+    if (s + 1 < P)
+      up[index(s)] = std::max(up[index(s)], up[index(s + 1)] + bw(s + 1) +
+                                                 transfer_s(grad[index(s)], stages[index(s)].activation_bytes));
+  }
+  double bound = 0, top = bw(P - 1) + stash_s(P - 1);  // from the end of F_s to W on B_{P-1}
+  for (int s = P - 1; s >= 0; --s) {
+    const StageCost& c = stages[index(s)];
+    if (s + 1 < P)
+      top += stages[index(s + 1)].forward_s + transfer_s(act[index(s)], c.activation_bytes);
+    const double forwards_done = start[index(s)] + m * c.forward_s;
+    bound = std::max({bound, forwards_done + top + down[index(P - 1)] + back_s(0),
+                      forwards_done + stash_s(s) + bw(s) + down[index(s)] + back_s(0),
+                      up[index(s)] + m * bw(s) + back_s(s)});
+  }
+  return bound;
+}
+
+}  // namespace
+
 double iteration_lower_bound(const ScheduleFacts& f, const std::vector<StageCost>& stages,
                              const std::vector<Link>& act_links,
-                             const std::vector<Link>& grad_links, double optimizer_step_s) {
+                             const std::vector<Link>& grad_links, double optimizer_step_s,
+                             const std::vector<Link>& stash_links,
+                             const std::vector<Link>& param_links) {
+  if (f.split)
+    return split_lower_bound(f, stages, act_links, grad_links, optimizer_step_s, stash_links,
+                             param_links);
   const int P = f.ranks, v = f.chunks, S = P * v;
   const double m = f.microbatches;
   // start[s]: microbatch 0's input reaches stage s; down[s]: a gradient leaving stage s
@@ -124,18 +199,36 @@ double iteration_lower_bound(const ScheduleFacts& f, const std::vector<StageCost
 }
 
 std::int64_t memory_lower_bound(const ScheduleFacts& f, const std::vector<StageCost>& stages,
-                                int rank) {
+                                int rank, bool offloadable) {
+  if (f.split) {
+    // A forward list keeps its stash until sent; a backward list has one at a time.
+    const StageCost& sc = stages[index(rank % f.ranks)];
+    return sc.parameter_bytes + sc.stash_bytes +
+           (rank >= f.ranks ? sc.gradient_bytes + sc.optimizer_state_bytes : 0);
+  }
   std::int64_t resident = 0, stash = 0;
   for (int c = 0; c < f.chunks; ++c) {
     const StageCost& sc = stages[index(c * f.ranks + rank)];
     resident += sc.parameter_bytes + sc.gradient_bytes + sc.optimizer_state_bytes;
-    stash = std::max(stash, f.max_live[index(rank * f.chunks + c)] * sc.stash_bytes);
+    const int live = f.max_live[index(rank * f.chunks + c)];
+    stash = std::max(stash, (offloadable ? std::min(live, 1) : live) * sc.stash_bytes);
   }
   return resident + stash;
 }
 
 std::int64_t memory_estimate(const ScheduleFacts& f, const std::vector<StageCost>& stages,
                              int rank) {
+  if (f.split) {
+    const int P = f.ranks, s = rank % P;
+    const bool forward = rank < P;
+    const StageCost& sc = stages[index(s)];
+    std::int64_t total = sc.parameter_bytes + (forward ? 2 : 1) * sc.stash_bytes;
+    if (!forward) total += sc.gradient_bytes + sc.optimizer_state_bytes;
+    // Activations in and out on a forward list, their gradients on a backward list.
+    if (s > 0) total += 2 * stages[index(s - 1)].activation_bytes;
+    if (s + 1 < P) total += 2 * sc.activation_bytes;
+    return std::max(total, memory_lower_bound(f, stages, rank));
+  }
   const int S = f.ranks * f.chunks;
   std::int64_t total = 0;
   for (int c = 0; c < f.chunks; ++c) {

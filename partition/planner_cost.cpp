@@ -5,6 +5,8 @@
 #include <limits>
 
 #include "partition/generators.hpp"
+#include "partition/offload_pass.hpp"
+#include "partition/planner_offload.hpp"
 
 namespace spw::sched {
 
@@ -14,11 +16,16 @@ Status bad(const std::string& message) { return error(StatusCode::invalid_argume
 
 std::size_t index(int i) { return static_cast<std::size_t>(i); }
 
-bool same_links(const CostModel& a, const CostModel& b) {
+// Replicas differ only in what their ranks' links cost: the pipeline's and the offload's.
+bool same_transfers(const CostModel& a, const CostModel& b) {
   if (a.links.size() != b.links.size()) return false;
   for (std::size_t i = 0; i < a.links.size(); ++i)
     if (a.links[i].bandwidth_bytes_per_s != b.links[i].bandwidth_bytes_per_s ||
         a.links[i].latency_s != b.links[i].latency_s)
+      return false;
+  for (std::size_t i = 0; i < a.stages.size(); ++i)
+    if (a.stages[i].offload_s != b.stages[i].offload_s ||
+        a.stages[i].prefetch_s != b.stages[i].prefetch_s)
       return false;
   return true;
 }
@@ -37,6 +44,20 @@ Link fastest_link(const RankTopology& topology) {
 }
 
 }  // namespace
+
+const char* offload_tier_name(OffloadTier tier) {
+  switch (tier) {
+    case OffloadTier::none:
+      return "none";
+    case OffloadTier::file:
+      return "file";
+    case OffloadTier::peer:
+      return "peer";
+    case OffloadTier::host:
+      return "host";
+  }
+  return "unknown";
+}
 
 StageCost BlockSums::stage(StageRange r) const {
   const auto a = index(r.first), b = index(r.last + 1);
@@ -106,8 +127,11 @@ double Ring::seconds(std::int64_t bytes) const {
 
 Status check_layout(const ModelProfile& profile, const RankTopology& topology,
                     const PipelineLayout& l) {
-  const auto field = [](const char* name, int value) {
-    return bad(std::string("layout: ") + name + " = " + std::to_string(value) + " must be >= 1");
+  const auto field_value = [](const char* name, int value, const char* rule) {
+    return bad(std::string("layout: ") + name + " = " + std::to_string(value) + " " + rule);
+  };
+  const auto field = [&](const char* name, int value) {
+    return field_value(name, value, "must be >= 1");
   };
   if (l.pipeline_ranks < 1) return field("pipeline_ranks (P)", l.pipeline_ranks);
   if (l.replicas < 1) return field("replicas (R)", l.replicas);
@@ -116,10 +140,14 @@ Status check_layout(const ModelProfile& profile, const RankTopology& topology,
   if (l.microbatch_samples < 1)
     return bad("layout: microbatch_samples = " + std::to_string(l.microbatch_samples) +
                " must be >= 1");
-  if (l.pipeline_ranks * l.replicas != topology.ranks)
-    return bad("layout: P * R = " + std::to_string(l.pipeline_ranks) + " * " +
-               std::to_string(l.replicas) + " must equal the topology's " +
-               std::to_string(topology.ranks) + " ranks (every rank is used)");
+  if (l.ranks_in_pipeline() * l.replicas != topology.ranks)
+    return bad(std::string("layout: ") +
+               (l.ranks_per_stage() > 1 ? "2 ranks per stage x P * R = 2 * " : "P * R = ") +
+               std::to_string(l.pipeline_ranks) + " * " + std::to_string(l.replicas) +
+               " must equal the topology's " + std::to_string(topology.ranks) +
+               " ranks (every rank is used)");
+  if (l.ranks_per_stage() > 1 && l.chunks != 1)
+    return field_value("chunks (v)", l.chunks, "must be 1 under pipefb");
   const int S = l.pipeline_ranks * l.chunks;
   if (static_cast<int>(l.stages.size()) != S)
     return bad("layout: " + std::to_string(l.stages.size()) + " stage ranges for P * v = " +
@@ -150,25 +178,21 @@ Status check_layout(const ModelProfile& profile, const RankTopology& topology,
   const auto names = schedule_names();
   if (std::find(names.begin(), names.end(), l.schedule) == names.end())
     return error(StatusCode::not_found, "layout: unknown schedule '" + l.schedule + "'");
-  // The cost model gives each pipeline rank one rank of the topology per stage; PipeFB's
-  // two ranks per stage need their own mapping.
-  if (l.schedule == "pipefb")
-    return error(StatusCode::unsupported, "layout: the planner does not model pipefb yet");
-  return Status::success();
+  return check_offload(l);
 }
 
 std::vector<StageCost> stage_costs(const BlockSums& blocks, const RankTopology& topology,
                                    const PipelineLayout& l, bool ideal) {
-  const int P = l.pipeline_ranks;
   const double R = l.replicas;
   const Link best = ideal ? fastest_link(topology) : Link{};
   std::vector<StageCost> out;
   out.reserve(l.stages.size());
+  // rings[list]: the copies of a backward list over the replicas, which all-reduce.
   std::vector<Ring> rings;
   if (l.replicas > 1 && !ideal)
-    for (int p = 0; p < P; ++p) {
+    for (int list = 0; list < l.ranks_in_pipeline(); ++list) {
       std::vector<int> ring;
-      for (int j = 0; j < l.replicas; ++j) ring.push_back(l.world_rank_of(j, p));
+      for (int j = 0; j < l.replicas; ++j) ring.push_back(l.world_rank_of(j, list));
       rings.emplace_back(topology, ring);
     }
   for (std::size_t s = 0; s < l.stages.size(); ++s) {
@@ -180,7 +204,8 @@ std::vector<StageCost> stage_costs(const BlockSums& blocks, const RankTopology& 
           2 * (R - 1) *
           (best.latency_s + static_cast<double>(sc.gradient_bytes) / (R * best.bandwidth_bytes_per_s));
     } else {
-      sc.reduce_grads_s = rings[s % index(P)].seconds(sc.gradient_bytes);
+      sc.reduce_grads_s =
+          rings[index(l.backward_list_of(static_cast<int>(s)))].seconds(sc.gradient_bytes);
     }
     out.push_back(sc);
   }
@@ -188,9 +213,9 @@ std::vector<StageCost> stage_costs(const BlockSums& blocks, const RankTopology& 
 }
 
 double optimizer_step_s(const BlockSums& blocks, const PipelineLayout& l) {
-  std::vector<std::int64_t> rank_params(index(l.pipeline_ranks), 0);
+  std::vector<std::int64_t> rank_params(index(l.ranks_in_pipeline()), 0);
   for (std::size_t s = 0; s < l.stages.size(); ++s)
-    rank_params[s % rank_params.size()] +=
+    rank_params[index(l.backward_list_of(static_cast<int>(s)))] +=
         blocks.parameter[index(l.stages[s].last + 1)] - blocks.parameter[index(l.stages[s].first)];
   const std::int64_t total = blocks.parameter.back();
   const std::int64_t most = *std::max_element(rank_params.begin(), rank_params.end());
@@ -200,70 +225,81 @@ double optimizer_step_s(const BlockSums& blocks, const PipelineLayout& l) {
 }
 
 CostModel cost_model(const BlockSums& blocks, const RankTopology& topology,
-                     const PipelineLayout& l, int replica, bool ideal) {
-  const int P = l.pipeline_ranks;
+                     const PipelineLayout& l, int replica, bool ideal,
+                     const OffloadBandwidth& bandwidth) {
+  const int n = l.ranks_in_pipeline();
   CostModel c;
   c.stages = stage_costs(blocks, topology, l, ideal);
   c.optimizer_step_s = optimizer_step_s(blocks, l);
-  if (!ideal && P > 1) {
-    c.links.resize(index(P * P));
-    for (int from = 0; from < P; ++from)
-      for (int to = 0; to < P; ++to)
+  if (!ideal && n > 1) {
+    c.links.resize(index(n * n));
+    for (int from = 0; from < n; ++from)
+      for (int to = 0; to < n; ++to)
         if (from != to)
-          c.links[index(from * P + to)] =
+          c.links[index(from * n + to)] =
               topology.link(l.world_rank_of(replica, from), l.world_rank_of(replica, to));
   }
+  if (!ideal) add_offload_costs(c, topology, l, replica, bandwidth);
   return c;
 }
 
 Result<CostModel> make_cost_model(const ModelProfile& profile, const RankTopology& topology,
-                                  const PipelineLayout& layout, int replica) {
+                                  const PipelineLayout& layout, int replica,
+                                  const OffloadBandwidth& bandwidth) {
   SPW_TRY(check_profile(profile));
   SPW_TRY(check_topology(topology));
   SPW_TRY(check_layout(profile, topology, layout));
   if (replica < 0 || replica >= layout.replicas)
     return bad("cost model: replica " + std::to_string(replica) + " is not in [0, " +
                std::to_string(layout.replicas) + ")");
-  return cost_model(scale_blocks(profile, layout.microbatch_samples), topology, layout, replica);
+  SPW_TRY(check_offload_bandwidth(bandwidth));
+  return cost_model(scale_blocks(profile, layout.microbatch_samples), topology, layout, replica,
+                    false, bandwidth);
 }
 
 Result<Prediction> predict(const Schedule& schedule, const BlockSums& blocks,
                            const RankTopology& topology, const PipelineLayout& layout,
-                           bool ideal) {
-  if (schedule.placed())
-    return error(StatusCode::unsupported,
-                 "predict: schedule '" + schedule.name +
-                     "' runs a stage's forwards and backwards on two ranks, which the planner "
-                     "does not model yet");
+                           bool ideal, const OffloadBandwidth& bandwidth) {
   Prediction out;
-  out.peak_memory_bytes.assign(index(layout.pipeline_ranks), 0);
+  out.peak_memory_bytes.assign(index(layout.ranks_in_pipeline()), 0);
   std::vector<CostModel> seen;
+  std::vector<std::int64_t> reserved;
   for (int j = 0; j < (ideal ? 1 : layout.replicas); ++j) {
-    CostModel costs = cost_model(blocks, topology, layout, j, ideal);
+    CostModel costs = cost_model(blocks, topology, layout, j, ideal, bandwidth);
     if (std::any_of(seen.begin(), seen.end(),
-                    [&](const CostModel& c) { return same_links(c, costs); }))
+                    [&](const CostModel& c) { return same_transfers(c, costs); }))
       continue;
     SPW_ASSIGN_OR_RETURN(const Simulation sim, simulate(schedule, costs));
     if (seen.empty() || sim.iteration_s > out.iteration_s) {
       out.iteration_s = sim.iteration_s;
       out.bubble_fraction = sim.bubble_fraction;
     }
+    out.offload_transfer_s = std::max(out.offload_transfer_s, offload_stream_s(sim));
+    if (reserved.empty() && !ideal)
+      reserved = offload_reserved_bytes(layout, costs.stages, sim.max_live_stashes);
     for (std::size_t p = 0; p < out.peak_memory_bytes.size(); ++p)
-      out.peak_memory_bytes[p] = std::max(out.peak_memory_bytes[p], sim.peak_memory_bytes[p]);
+      out.peak_memory_bytes[p] = std::max(out.peak_memory_bytes[p],
+                                          sim.peak_memory_bytes[p] + (reserved.empty() ? 0 : reserved[p]));
     seen.push_back(std::move(costs));
   }
   return out;
 }
 
 Result<Prediction> predict(const ModelProfile& profile, const RankTopology& topology,
-                           const PipelineLayout& layout) {
+                           const PipelineLayout& layout, const OffloadBandwidth& bandwidth) {
   SPW_TRY(check_profile(profile));
   SPW_TRY(check_topology(topology));
   SPW_TRY(check_layout(profile, topology, layout));
-  SPW_ASSIGN_OR_RETURN(const Schedule schedule,
+  SPW_TRY(check_offload_bandwidth(bandwidth));
+  SPW_ASSIGN_OR_RETURN(Schedule schedule,
                        make_schedule(layout.schedule, {layout.pipeline_ranks, layout.microbatches,
                                                        layout.chunks, layout.replicas > 1}));
-  return predict(schedule, scale_blocks(profile, layout.microbatch_samples), topology, layout);
+  if (layout.offload.tier != OffloadTier::none) {
+    SPW_ASSIGN_OR_RETURN(schedule,
+                         insert_offload(schedule, {layout.offload.keep, layout.offload.lookahead}));
+  }
+  return predict(schedule, scale_blocks(profile, layout.microbatch_samples), topology, layout,
+                 false, bandwidth);
 }
 
 }  // namespace spw::sched

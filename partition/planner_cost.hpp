@@ -6,8 +6,10 @@
 // its last block's. A stage's ReduceGrads is a ring all-reduce of its gradient bytes over the
 // R ranks holding it in the R replicas, in replica order: 2(R-1) steps each moving bytes/R
 // over every ring link at once, so each step takes the slowest ring link's
-// latency + bytes / (R * bandwidth). Links between the pipeline ranks of one replica come
-// from the topology; replicas can differ, so each replica has its own CostModel.
+// latency + bytes / (R * bandwidth), over the ranks running the stage's backwards. Links
+// between the ranks of one replica come from the topology; replicas can differ, so each
+// replica has its own CostModel. With an offload tier the stages also get offload and
+// prefetch seconds, and ranks the memory the tier reserves (planner_offload.hpp).
 #pragma once
 
 #include <cstdint>
@@ -28,20 +30,55 @@ struct StageRange {
   friend bool operator==(const StageRange&, const StageRange&) = default;
 };
 
+// Where the offload pass sends stashes (offload/ has the tiers). host needs a second memory
+// node, which RankTopology does not describe yet, so the planner does not choose it.
+enum class OffloadTier : std::uint8_t { none, file, peer, host };
+const char* offload_tier_name(OffloadTier tier);  // "none", "file", "peer", "host"
+
+// What a tier's copies cost beyond the topology (the peer tier's copies take the link to
+// the partner rank): the file tier's storage bandwidth, each direction. The default, 1 GB/s,
+// is a conservative figure for a node-local SSD; give a measured sequential bandwidth.
+struct OffloadBandwidth {
+  double file_bytes_per_s = 1e9;
+};
+
+// The offload pass's policy (offload_pass.hpp) on a tier; tier none ignores keep and
+// lookahead.
+struct OffloadChoice {
+  OffloadTier tier = OffloadTier::none;
+  int keep = 0;
+  int lookahead = 0;
+  friend bool operator==(const OffloadChoice&, const OffloadChoice&) = default;
+};
+
 // Everything about a pipeline except what it is predicted to do.
+//
+// A pipeline is the schedule's lists ("pipeline ranks" in the runtime): P of them, one per
+// rank, except under PipeFB, whose P stages have a forward rank (list s) and a backward
+// rank (list P + s) each, 2P lists in all.
 struct PipelineLayout {
-  std::string schedule;  // a generator name
-  int pipeline_ranks = 1;  // P
-  int replicas = 1;        // R; P * R = the topology's ranks
-  int chunks = 1;          // v; global stage s runs on pipeline rank s % P
+  std::string schedule;    // a generator name
+  int pipeline_ranks = 1;  // P: stage positions; lists per pipeline unless stages split
+  int replicas = 1;        // R; ranks_in_pipeline() * R = the topology's ranks
+  int chunks = 1;          // v; global stage s runs on list s % P (PipeFB: v = 1)
   int microbatches = 1;    // m, per replica per iteration
   std::int64_t microbatch_samples = 1;
   std::vector<StageRange> stages;  // P * v contiguous ranges covering every block in order
-  std::vector<int> world_rank;     // [replica * P + pipeline rank]
+  std::vector<int> world_rank;     // [replica * ranks_in_pipeline() + list]
+  OffloadChoice offload;           // applied to every rank of the layout
 
-  int world_rank_of(int replica, int pipeline_rank) const {
-    return world_rank[static_cast<std::size_t>(replica * pipeline_ranks + pipeline_rank)];
+  // 2 when the schedule puts a stage's forwards and backwards on two ranks (PipeFB).
+  int ranks_per_stage() const { return schedule == "pipefb" ? 2 : 1; }
+  int ranks_in_pipeline() const { return pipeline_ranks * ranks_per_stage(); }
+  int world_rank_of(int replica, int list) const {
+    return world_rank[static_cast<std::size_t>(replica * ranks_in_pipeline() + list)];
   }
+  // The list running a stage's backwards: the one that reduces its gradients and steps.
+  int backward_list_of(int stage) const {
+    return ranks_per_stage() == 2 ? pipeline_ranks + stage : stage % pipeline_ranks;
+  }
+  // The list running a stage's forwards (the same list unless the stage is split).
+  int forward_list_of(int stage) const { return stage % pipeline_ranks; }
 };
 
 // The profile's blocks scaled to one microbatch of `samples`, as prefix sums so a stage's
@@ -75,27 +112,32 @@ inline double ring_allreduce_s(const RankTopology& topology, const std::vector<i
   return Ring(topology, ring).seconds(bytes);
 }
 
-// invalid_argument naming the field: P, R, v or m < 1, P * R not the topology's ranks,
-// stages that are not P * v non-empty ranges covering the blocks in order, world_rank not a
-// permutation of the topology's ranks, an unknown schedule, microbatch_samples < 1.
+// invalid_argument naming the field: P, R, v or m < 1, ranks_in_pipeline() * R not the
+// topology's ranks, stages that are not P * v non-empty ranges covering the blocks in order,
+// world_rank not a permutation of the topology's ranks, an unknown schedule, v > 1 under
+// PipeFB, microbatch_samples < 1, a negative keep or lookahead, the host tier (not modelled)
+// or the peer tier where a rank has no partner (planner_offload.hpp).
 Status check_layout(const ModelProfile& profile, const RankTopology& topology,
                     const PipelineLayout& layout);
 
 // The cost model of one replica. The optimizer step is the profile's, times the largest
-// fraction of the parameters any pipeline rank holds (CostModel has one value for all ranks).
+// fraction of the parameters any rank holds (CostModel has one value for all ranks).
 Result<CostModel> make_cost_model(const ModelProfile& profile, const RankTopology& topology,
-                                  const PipelineLayout& layout, int replica);
+                                  const PipelineLayout& layout, int replica,
+                                  const OffloadBandwidth& bandwidth = {});
 
 struct Prediction {
   double iteration_s = 0;     // the slowest replica's simulated iteration
   double bubble_fraction = 0;  // of that replica
-  std::vector<std::int64_t> peak_memory_bytes;  // [pipeline rank], the largest over replicas
+  std::vector<std::int64_t> peak_memory_bytes;  // [list], the largest over replicas
+  double offload_transfer_s = 0;  // the busiest offload stream's time per iteration
 };
 
-// Generates the layout's schedule and simulates every replica (replicas whose links are
-// identical are simulated once).
+// Generates the layout's schedule (with the offload pass when layout.offload has a tier)
+// and simulates every replica (replicas whose links are identical are simulated once). The
+// peaks include what the offload tier reserves on each rank.
 Result<Prediction> predict(const ModelProfile& profile, const RankTopology& topology,
-                           const PipelineLayout& layout);
+                           const PipelineLayout& layout, const OffloadBandwidth& bandwidth = {});
 
 // The pieces of a CostModel, unchecked, for the planner's bounds: every stage's costs with
 // its ReduceGrads filled in, and the optimizer step every rank is given.
@@ -103,14 +145,16 @@ std::vector<StageCost> stage_costs(const BlockSums& blocks, const RankTopology& 
                                    const PipelineLayout& layout, bool ideal = false);
 double optimizer_step_s(const BlockSums& blocks, const PipelineLayout& layout);
 
-// The planner's fast path: no checks, the schedule and the scaled blocks already at hand.
-// `ideal` replaces every link by a free one and every ring by the topology's fastest link:
-// since the simulator's times only grow with costs, that is a lower bound for the same
-// stages under any mapping of ranks.
+// The planner's fast path: no checks, the schedule (already through the offload pass when
+// layout.offload has a tier) and the scaled blocks at hand. `ideal` replaces every link by
+// a free one and every ring by the topology's fastest link and ignores the offload: since
+// the simulator's times only grow with costs, that is a lower bound for the same stages
+// under any mapping of ranks, with or without offload.
 CostModel cost_model(const BlockSums& blocks, const RankTopology& topology,
-                     const PipelineLayout& layout, int replica, bool ideal = false);
+                     const PipelineLayout& layout, int replica, bool ideal = false,
+                     const OffloadBandwidth& bandwidth = {});
 Result<Prediction> predict(const Schedule& schedule, const BlockSums& blocks,
                            const RankTopology& topology, const PipelineLayout& layout,
-                           bool ideal = false);
+                           bool ideal = false, const OffloadBandwidth& bandwidth = {});
 
 }  // namespace spw::sched

@@ -41,4 +41,15 @@ std::vector<int> replicas_along_chain(const std::vector<int>& chain, int pipelin
   return world;
 }
 
+std::vector<int> pair_stage_ranks(const std::vector<int>& world, int stages) {
+  std::vector<int> out(world.size());
+  const std::size_t n = 2 * static_cast<std::size_t>(stages);
+  for (std::size_t base = 0; base + n <= world.size(); base += n)
+    for (std::size_t s = 0; s < static_cast<std::size_t>(stages); ++s) {
+      out[base + s] = world[base + 2 * s];
+      out[base + static_cast<std::size_t>(stages) + s] = world[base + 2 * s + 1];
+    }
+  return out;
+}
+
 }  // namespace spw::sched

@@ -9,6 +9,11 @@
 // the R copies of each stage sit next to each other instead, favouring the all-reduce.
 // Neither is guaranteed optimal; the planner reports how far any mapping could improve on
 // the chosen one (Plan::mapping_lower_bound_s).
+//
+// PipeFB's 2P lists per pipeline are read off either layout in the order F_0 B_0 F_1 B_1
+// ...: a stage's two ranks, which exchange a stash per microbatch (usually the heaviest
+// traffic), are neighbours on the chain, and consecutive forward (or backward) ranks two
+// apart.
 #pragma once
 
 #include <vector>
@@ -21,5 +26,8 @@ std::vector<int> bandwidth_chain(const RankTopology& topology);
 // Pipelines along the chain is the chain itself: world[j * P + p] = chain[j * P + p].
 // world[j * P + p] = chain[p * R + j]
 std::vector<int> replicas_along_chain(const std::vector<int>& chain, int pipeline_ranks);
+// A mapping whose pipelines hold 2P consecutive positions, reread as PipeFB lists:
+// out[j * 2P + s] = world[j * 2P + 2s] (F_s), out[j * 2P + P + s] = world[j * 2P + 2s + 1] (B_s).
+std::vector<int> pair_stage_ranks(const std::vector<int>& world, int stages);
 
 }  // namespace spw::sched

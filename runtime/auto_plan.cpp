@@ -13,12 +13,22 @@
 namespace spw {
 namespace {
 
+sched::LayoutChoice layout_choice(Layout layout) {
+  switch (layout) {
+    case Layout::automatic: return sched::LayoutChoice::automatic;
+    case Layout::classic: return sched::LayoutChoice::classic;
+    case Layout::pipefb: return sched::LayoutChoice::pipefb;
+  }
+  return sched::LayoutChoice::automatic;
+}
+
 AutoPlan plan_from_record(const nlohmann::json& record) {
   AutoPlan plan;
   const nlohmann::json& j = record.at("layout");
   PipelineLayout& l = plan.layout;
   l.schedule = j.at("schedule").get<std::string>();
   l.pipeline_ranks = j.at("pipeline_ranks").get<int>();
+  l.ranks_per_stage = l.schedule == "pipefb" ? 2 : 1;
   l.replicas = j.at("replicas").get<int>();
   l.chunks = j.at("chunks").get<int>();
   l.microbatches = j.at("microbatches").get<int>();
@@ -29,6 +39,12 @@ AutoPlan plan_from_record(const nlohmann::json& record) {
   plan.world_rank = j.at("world_rank").get<std::vector<int>>();
   plan.predicted_iteration_s = record.at("predicted").at("iteration_seconds").get<double>();
   plan.explanation = record.at("explanation").get<std::string>();
+  const nlohmann::json& offload = j.at("offload");
+  const std::string tier = offload.at("tier").get<std::string>();
+  for (OffloadTier t : {OffloadTier::none, OffloadTier::file, OffloadTier::peer, OffloadTier::host})
+    if (to_string(t) == tier) plan.offload_tier = t;
+  plan.offload_keep = offload.at("keep").get<int>();
+  plan.offload_lookahead = offload.at("lookahead").get<int>();
   plan.record = record;
   return plan;
 }
@@ -38,7 +54,8 @@ Result<nlohmann::json> plan_on_rank_zero(const TrainSettings& settings,
                                          const sched::ModelProfile& profile,
                                          const sched::RankTopology& topology,
                                          const std::string& output_dir,
-                                         const PipelineLayout* requested) {
+                                         const PipelineLayout* requested,
+                                         const OffloadConfig& requested_offload) {
   if (!output_dir.empty()) SPW_TRY(sched::write_profile(output_dir + "/profile.json", profile));
   PlanSources sources;
   sources.how = requested ? "the job's own layout, predicted" : "searched by the planner";
@@ -51,7 +68,8 @@ Result<nlohmann::json> plan_on_rank_zero(const TrainSettings& settings,
                                             std::to_string(topology.ranks) + "-*.json");
   sched::Plan plan;
   if (requested) {
-    SPW_ASSIGN_OR_RETURN(plan, predict_layout(settings, profile, topology, *requested));
+    SPW_ASSIGN_OR_RETURN(plan, predict_layout(settings, profile, topology, *requested,
+                                              requested_offload));
   } else {
     SPW_ASSIGN_OR_RETURN(plan, sched::make_plan(plan_request(settings, profile, topology)));
   }
@@ -61,7 +79,8 @@ Result<nlohmann::json> plan_on_rank_zero(const TrainSettings& settings,
 }
 
 Result<AutoPlan> measure_and_plan(const TrainSettings& settings, MPI_Comm comm,
-                                  const std::string& output_dir, const PipelineLayout* requested) {
+                                  const std::string& output_dir, const PipelineLayout* requested,
+                                  const OffloadConfig& requested_offload) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   // Links are measured with one activation's worth of bytes: what pipeline stages exchange.
@@ -79,7 +98,8 @@ Result<AutoPlan> measure_and_plan(const TrainSettings& settings, MPI_Comm comm,
   std::string text;
   Status planned = Status::success();
   if (rank == 0) {
-    auto record = plan_on_rank_zero(settings, profile, topology, output_dir, requested);
+    auto record = plan_on_rank_zero(settings, profile, topology, output_dir, requested,
+                                    requested_offload);
     planned = record.status();
     if (record.ok()) text = record->dump();
   }
@@ -106,13 +126,16 @@ sched::PlanRequest plan_request(const TrainSettings& settings, sched::ModelProfi
   if (settings.memory_cap) {
     request.memory_cap_bytes = static_cast<std::int64_t>(*settings.memory_cap);
   }
+  request.layout = layout_choice(settings.layout);
+  request.offload.choose = settings.plan_offload;
   return request;
 }
 
 Result<sched::Plan> predict_layout(const TrainSettings& settings,
                                    const sched::ModelProfile& profile,
                                    const sched::RankTopology& topology,
-                                   const PipelineLayout& layout) {
+                                   const PipelineLayout& layout,
+                                   const OffloadConfig& offload) {
   sched::Plan plan;
   plan.schedule = layout.schedule;
   plan.pipeline_ranks = layout.pipeline_ranks;
@@ -127,6 +150,18 @@ Result<sched::Plan> predict_layout(const TrainSettings& settings,
     stages += std::to_string(range.first) + "-" + std::to_string(range.last);
   }
   for (int r = 0; r < layout.world_size(); ++r) plan.world_rank.push_back(r);
+  switch (offload.tier) {
+    case OffloadTier::file: plan.offload.tier = sched::OffloadTier::file; break;
+    case OffloadTier::peer: plan.offload.tier = sched::OffloadTier::peer; break;
+    case OffloadTier::host: plan.offload.tier = sched::OffloadTier::host; break;
+    // "auto" comes with planned stages only: a forced layout has none.
+    case OffloadTier::none:
+    case OffloadTier::automatic: break;
+  }
+  if (plan.offload.tier != sched::OffloadTier::none) {
+    plan.offload.keep = offload.keep;
+    plan.offload.lookahead = offload.lookahead;
+  }
   SPW_ASSIGN_OR_RETURN(sched::Prediction predicted, sched::predict(profile, topology, plan));
   plan.iteration_s = predicted.iteration_s;
   plan.bubble_fraction = predicted.bubble_fraction;
@@ -149,13 +184,14 @@ Result<sched::Plan> predict_layout(const TrainSettings& settings,
 
 Result<AutoPlan> plan_automatically(const TrainSettings& settings, MPI_Comm comm,
                                     const std::string& output_dir) {
-  return measure_and_plan(settings, comm, output_dir, nullptr);
+  return measure_and_plan(settings, comm, output_dir, nullptr, {});
 }
 
 Result<AutoPlan> predict_requested_layout(const TrainSettings& settings,
-                                          const PipelineLayout& layout, MPI_Comm comm,
+                                          const PipelineLayout& layout,
+                                          const OffloadConfig& offload, MPI_Comm comm,
                                           const std::string& output_dir) {
-  return measure_and_plan(settings, comm, output_dir, &layout);
+  return measure_and_plan(settings, comm, output_dir, &layout, offload);
 }
 
 Result<MPI_Comm> communicator_in_plan_order(MPI_Comm comm, const std::vector<int>& world_rank) {

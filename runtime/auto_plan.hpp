@@ -2,8 +2,11 @@
 // model at once (the load training puts on the node; rank 0 keeps the medians), all ranks
 // measure their links (cached in output.dir), rank 0 plans and every rank receives the same
 // plan. The planner chooses the stages and their block ranges, the replicas, chunks,
-// microbatches per replica and the schedule; with "auto" those job keys are its to choose,
-// and the batch, the model and memory.cap are what it must respect.
+// microbatches per replica and the schedule, PipeFB included unless parallel.layout =
+// "classic" (only PipeFB with "pipefb"), and with offload.tier = "auto" the offload tier,
+// keep and lookahead (file or peer; the file tier is priced at the planner's default storage
+// bandwidth, 1 GB/s); with "auto" those job keys are its to choose, and the batch, the model
+// and memory.cap are what it must respect.
 #pragma once
 
 #include <mpi.h>
@@ -23,10 +26,16 @@ namespace spw {
 
 struct AutoPlan {
   PipelineLayout layout;
-  // [replica * P + pipeline rank] -> the rank of the caller's communicator that runs it.
+  // [replica * ranks_in_pipeline() + pipeline rank] -> the rank of the caller's
+  // communicator that runs it.
   std::vector<int> world_rank;
   double predicted_iteration_s = 0;
   std::string explanation;
+  // The offload the plan needs (tier none when it fits without); chosen only when the
+  // settings ask the planner to (offload.tier = "auto").
+  OffloadTier offload_tier = OffloadTier::none;
+  int offload_keep = 0;
+  int offload_lookahead = 0;
   nlohmann::json record;  // plan_record (runtime/plan_record.hpp)
 };
 
@@ -36,22 +45,24 @@ Result<AutoPlan> plan_automatically(const TrainSettings& settings, MPI_Comm comm
                                     const std::string& output_dir);
 
 // Collective over `comm`: the same measurements, but no search: the planner's cost model
-// predicts `layout` as it will run (ranks in order), so a run with a forced layout still
-// records a prediction to compare with what it measures.
+// predicts `layout` with `offload` as it will run (ranks in order), so a run with a forced
+// layout still records a prediction to compare with what it measures.
 Result<AutoPlan> predict_requested_layout(const TrainSettings& settings,
-                                          const PipelineLayout& layout, MPI_Comm comm,
+                                          const PipelineLayout& layout,
+                                          const OffloadConfig& offload, MPI_Comm comm,
                                           const std::string& output_dir);
 
 // The planner's question for this job: its global batch and memory.cap.
 sched::PlanRequest plan_request(const TrainSettings& settings, sched::ModelProfile profile,
                                 sched::RankTopology topology);
 
-// `layout` on the topology's ranks in order, simulated with the planner's cost model and
-// described like a plan (with the node-memory warning when `settings` sets no cap).
+// `layout` with the job's `offload` on the topology's ranks in order, simulated with the
+// planner's cost model and described like a plan (with the node-memory warning when
+// `settings` sets no cap).
 Result<sched::Plan> predict_layout(const TrainSettings& settings,
                                    const sched::ModelProfile& profile,
                                    const sched::RankTopology& topology,
-                                   const PipelineLayout& layout);
+                                   const PipelineLayout& layout, const OffloadConfig& offload);
 
 // The microbatch the job's file asks for (train.batch / train.microbatches): what profiles
 // are measured with.

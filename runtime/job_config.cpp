@@ -39,7 +39,8 @@ constexpr Spelling<Layout> kLayouts[] = {
 constexpr Spelling<OffloadTier> kOffloadTiers[] = {{"none", OffloadTier::none},
                                                    {"host", OffloadTier::host},
                                                    {"file", OffloadTier::file},
-                                                   {"peer", OffloadTier::peer}};
+                                                   {"peer", OffloadTier::peer},
+                                                   {"auto", OffloadTier::automatic}};
 
 template <class E, std::size_t N>
 std::string_view spelling(const Spelling<E> (&options)[N], E value) {
@@ -626,8 +627,17 @@ Status read_parallel(const JobReader& r, ParallelConfig& parallel) {
   return Status::success();
 }
 
-Status read_offload(const JobReader& r, OffloadConfig& offload) {
+Status read_offload(const JobReader& r, const ParallelConfig& parallel, OffloadConfig& offload) {
   SPW_TRY(r.read_enum("offload.tier", kOffloadTiers, offload.tier));
+  // The planner chooses the offload together with the layout; for a layout given by hand
+  // there is no plan to take it from.
+  if (offload.tier == OffloadTier::automatic &&
+      parallel.stages.form != StagesSpec::Form::automatic) {
+    return r.fail_at({"offload.tier", "parallel.stages"},
+                     "offload.tier = \"auto\" lets the planner choose the offload, which needs "
+                     "parallel.stages = \"auto\": set parallel.stages = \"auto\" or choose a tier "
+                     "(\"none\", \"file\", \"peer\" or \"host\")");
+  }
   SPW_TRY(r.read_integer("offload.keep", offload.keep, 0));
   SPW_TRY(r.read_integer("offload.lookahead", offload.lookahead, 0));
   SPW_TRY(r.read_bool("offload.verify", offload.verify));
@@ -692,7 +702,7 @@ Result<JobConfig> parse_job(std::string_view text, const std::string& source_nam
   SPW_TRY(read_data(reader, config.data));
   SPW_TRY(read_train(reader, config.train));
   SPW_TRY(read_parallel(reader, config.parallel));
-  SPW_TRY(read_offload(reader, config.offload));
+  SPW_TRY(read_offload(reader, config.parallel, config.offload));
   SPW_TRY(read_memory(reader, config.memory));
   SPW_TRY(read_output(reader, config.output));
   SPW_TRY(reader.read_integer("threads.count", config.threads.count, 0));

@@ -23,7 +23,10 @@ enum class OptimizerKind { sgd, adamw };
 enum class ScheduleKind { gpipe, one_f_one_b, interleaved, zb_h1 };
 // `auto` is a keyword, hence `automatic` for the job file's "auto".
 enum class Layout { automatic, classic, pipefb };
-enum class OffloadTier { none, host, file, peer };
+// automatic ("auto"): the planner chooses the tier, keep and lookahead for its plan (none
+// when every rank fits the cap without); needs parallel.stages = "auto". The executor is
+// only ever given the tier the plan chose.
+enum class OffloadTier { none, host, file, peer, automatic };
 
 // The spelling used in job files and report.json ("fashion-mnist", "1f1b", "zb-h1", "auto").
 std::string_view to_string(ModelKind kind);

@@ -5,11 +5,20 @@
 
 namespace spw {
 
+namespace {
+thread_local bool gradients_wanted = true;
+}  // namespace
+
+WithoutGradients::WithoutGradients() : previous_(gradients_wanted) { gradients_wanted = false; }
+WithoutGradients::~WithoutGradients() { gradients_wanted = previous_; }
+
 Result<std::size_t> ParameterStore::add(std::string name, const Shape& shape) {
   auto entry = std::make_unique<Entry>();
   entry->name = std::move(name);
   SPW_ASSIGN_OR_RETURN(entry->value, Tensor::zeros(shape, MemoryCategory::parameters));
-  SPW_ASSIGN_OR_RETURN(entry->grad, Tensor::zeros(shape, MemoryCategory::gradients));
+  if (gradients_wanted) {
+    SPW_ASSIGN_OR_RETURN(entry->grad, Tensor::zeros(shape, MemoryCategory::gradients));
+  }
   entries_.push_back(std::move(entry));
   return entries_.size() - 1;
 }

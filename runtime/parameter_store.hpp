@@ -15,7 +15,8 @@ namespace spw {
 
 class ParameterStore {
  public:
-  // Adds a zero parameter and its zero gradient; returns its index.
+  // Adds a zero parameter and its zero gradient (no gradient inside a WithoutGradients
+  // scope); returns its index.
   Result<std::size_t> add(std::string name, const Shape& shape);
 
   Tensor& value(std::size_t i) { return entries_[i]->value; }
@@ -31,6 +32,20 @@ class ParameterStore {
     Tensor grad;
   };
   std::vector<std::unique_ptr<Entry>> entries_;
+};
+
+// While one lives, stores created on this thread give their parameters no gradient tensor:
+// a copy of a stage that only runs forwards (PipeFB's forward rank) never needs one. Blocks
+// own their stores, so a scope reaches them all without a flag through every constructor.
+class WithoutGradients {
+ public:
+  WithoutGradients();
+  ~WithoutGradients();
+  WithoutGradients(const WithoutGradients&) = delete;
+  WithoutGradients& operator=(const WithoutGradients&) = delete;
+
+ private:
+  bool previous_;
 };
 
 // Deterministic initialisation, each parameter from its own random stream seeded by

@@ -149,16 +149,17 @@ std::vector<std::int64_t> offsets_by_rank(const WholeFile& whole,
   return ordered;
 }
 
-}  // namespace
-
-Status save_pipeline_checkpoint(PipelineExecutor& executor, MPI_Comm world,
-                                const std::string& path, const std::string& config_json) {
+// Rank 0 of `world` lays the file out from its own outline, optimizer settings included,
+// so it must be a rank that writes.
+Status save_in_order(PipelineExecutor& executor, MPI_Comm world, const std::string& path,
+                     const std::string& config_json) {
   const std::string context = "writing checkpoint " + path;
   int rank = 0;
   MPI_Comm_rank(world, &rank);
 
   // Replicas hold the same values: replica 0 alone writes, and world rank 0 belongs to it.
-  const bool writes = executor.replica() == 0;
+  // Under PipeFB a forward rank's parameters copy its backward rank's, which writes them.
+  const bool writes = executor.replica() == 0 && executor.owns_parameters();
   std::vector<NamedParameter> params;
   const Optimizer* optimizer = nullptr;
   if (writes) {
@@ -222,10 +223,29 @@ Status save_pipeline_checkpoint(PipelineExecutor& executor, MPI_Comm world,
   return status;
 }
 
+}  // namespace
+
+Status save_pipeline_checkpoint(PipelineExecutor& executor, MPI_Comm world,
+                                const std::string& path, const std::string& config_json) {
+  // Under PipeFB world rank 0 runs forwards and holds no optimizer: put writers first.
+  int rank = 0;
+  int size = 1;
+  MPI_Comm_rank(world, &rank);
+  MPI_Comm_size(world, &size);
+  const bool writes = executor.replica() == 0 && executor.owns_parameters();
+  MPI_Comm writers_first = MPI_COMM_NULL;
+  SPW_TRY(mpi_check(MPI_Comm_split(world, 0, (writes ? 0 : size) + rank, &writers_first),
+                    "ordering ranks for the checkpoint"));
+  const Status status = save_in_order(executor, writers_first, path, config_json);
+  MPI_Comm_free(&writers_first);
+  return status;
+}
+
 Status load_pipeline_checkpoint(PipelineExecutor& executor, MPI_Comm world,
                                 const std::string& path) {
   const std::vector<NamedParameter> params = executor.local_parameters();
-  auto load = CheckpointLoad::prepare(path, params, &executor.optimizer());
+  auto load = CheckpointLoad::prepare(
+      path, params, executor.owns_parameters() ? &executor.optimizer() : nullptr);
   Status checked = load.status();
   if (checked.ok() && (*load)->meta().step < 0) {
     checked = error(StatusCode::invalid_argument,

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <limits>
+#include <optional>
 
 #include "kernels/memory_ledger.hpp"
 #include "offload/file_tier.hpp"
@@ -14,6 +15,7 @@
 #include "partition/validator.hpp"
 #include "runtime/checkpoint.hpp"
 #include "runtime/mpi_support.hpp"
+#include "runtime/parameter_store.hpp"
 
 namespace spw {
 
@@ -25,6 +27,7 @@ struct PipelineExecutor::Slot {
   std::vector<MPI_Request> sends;
   bool weight_done = false;
   bool grad_sent = false;
+  bool stash_sent = false;  // a forward-only chunk's slot is done once its stash has left
   // Where the stash is: resident, being copied out (its memory still held), out on the
   // capacity tier (its tensors freed, their shapes kept), or being copied back.
   enum class Residency { resident, evicting, offloaded, prefetching } residency = Residency::resident;
@@ -139,23 +142,35 @@ Status PipelineExecutor::setup(const PipelineSettings& settings, MPI_Comm world)
   }
 
   SPW_ASSIGN_OR_RETURN(data_, open_batch_source(train.data, train.model, train.seed));
-  std::vector<NamedParameter> all;
-  for (int c = 0; c < l.chunks; ++c) {
+  std::vector<NamedParameter> all, trained;
+  const int local_chunks = schedule_.chunks_on(pipeline_rank_);
+  for (int c = 0; c < local_chunks; ++c) {
+    chunk_stage_.push_back(schedule_.stage(pipeline_rank_, c));
+    chunk_backward_.push_back(
+        schedule_.stage_of(pipeline_rank_, c, sched::Direction::backward) >= 0);
     const StageRange& range = l.stages[static_cast<std::size_t>(global_stage(c))];
+    std::optional<WithoutGradients> forward_only;
+    if (!runs_backward(c)) forward_only.emplace();
     SPW_ASSIGN_OR_RETURN(auto chunk, Model::build(train.model, range.first, range.last));
+    forward_only.reset();
     SPW_TRY(chunk->init_parameters(train.seed));
     for (std::size_t b = 0; b < chunk->size(); ++b) {
       reads_batches_ = reads_batches_ || chunk->block(b).reads_data() ||
                        chunk->block(b).computes_loss();
     }
-    for (auto& p : chunk->parameters()) all.push_back(p);
+    for (auto& p : chunk->parameters()) {
+      all.push_back(p);
+      if (runs_backward(c)) trained.push_back(p);
+    }
     chunks_.push_back(std::move(chunk));
   }
   if (!train.init_from.empty()) SPW_TRY(load_parameters(train.init_from, all));
-  SPW_ASSIGN_OR_RETURN(optimizer_, make_optimizer(train.optimizer, all));
+  if (!trained.empty()) {
+    SPW_ASSIGN_OR_RETURN(optimizer_, make_optimizer(train.optimizer, trained));
+  }
 
   std::size_t local_count = 0;
-  for (const auto& p : all) local_count += static_cast<std::size_t>(p.value->numel());
+  for (const auto& p : trained) local_count += static_cast<std::size_t>(p.value->numel());
   unsigned long long mine = replica_ == 0 ? local_count : 0;
   unsigned long long total = 0;
   SPW_TRY(mpi_check(MPI_Allreduce(&mine, &total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, world),
@@ -180,6 +195,7 @@ Status PipelineExecutor::setup(const PipelineSettings& settings, MPI_Comm world)
   reduce_started_.assign(chunks_.size(), -1.0);
   timings_.resize(chunks_.size());
   stash_estimate_.assign(chunks_.size(), 0);
+  SPW_TRY(learn_stash_layouts());
   return setup_offload();
 }
 
@@ -232,40 +248,86 @@ std::vector<offload::Region> regions_of(const std::vector<Tensor*>& tensors) {
 
 }  // namespace
 
-// The bytes one microbatch's stash holds on each chunk, learnt by running the first
-// microbatch's forward once on placeholder inputs: the peer tier must size its window
-// before any real forward runs. The slot it fills goes back to the pool for step 1.
-Result<std::int64_t> PipelineExecutor::measure_stash_bytes() {
+// Runs the first microbatch's forward of `chunk` once on placeholder inputs, into a slot
+// the caller reads and then hands back with return_placeholder(): what a stash holds is
+// known only once a forward has filled one.
+Result<PipelineExecutor::Slot*> PipelineExecutor::placeholder_forward(int chunk) {
   SPW_TRY(load_microbatches());
+  SPW_ASSIGN_OR_RETURN(Slot * s, slot(chunk, 0));
+  Model& model = *chunks_[static_cast<std::size_t>(chunk)];
+  const MicrobatchData& data = microbatches_[0];
+  SPW_ASSIGN_OR_RETURN(Tensor * input, chunk_input(*s, chunk, 0));
+  if (input != nullptr) input->fill(0.0f);
+  for (std::size_t b = 0; b < model.size(); ++b) {
+    const Shape shape = model.block(b).output_shape(data);
+    Tensor* output = nullptr;
+    if (shape.rank() > 0) {
+      SPW_ASSIGN_OR_RETURN(output, s->acts.get(b + 1, shape));
+    }
+    double loss = 0;
+    SPW_TRY(model.block(b).forward(data, b == 0 ? input : &s->acts.at(b), output,
+                                   s->states[b], &loss));
+  }
+  return s;
+}
+
+// The slot goes back to the pool empty: offloading runs keep no pooled memory
+// (release_if_offloading), and a stash receiver allocates as its layout says.
+void PipelineExecutor::return_placeholder(int chunk) {
+  const auto c = static_cast<std::size_t>(chunk);
+  Slot* s = active_[c][0];
+  active_[c][0] = nullptr;
+  s->acts.release();
+  s->grads.release();
+  for (BlockState& state : s->states) state.release();
+  free_slots_[c].push_back(s);
+}
+
+// The bytes one microbatch's stash holds on each chunk: the peer tier must size its window
+// before any real forward runs.
+Result<std::int64_t> PipelineExecutor::measure_stash_bytes() {
   std::int64_t largest = 0;
   for (std::size_t c = 0; c < chunks_.size(); ++c) {
     const int chunk = static_cast<int>(c);
-    SPW_ASSIGN_OR_RETURN(Slot * s, slot(chunk, 0));
-    Model& model = *chunks_[c];
-    const MicrobatchData& data = microbatches_[0];
-    SPW_ASSIGN_OR_RETURN(Tensor * input, chunk_input(*s, chunk, 0));
-    if (input != nullptr) input->fill(0.0f);
-    for (std::size_t b = 0; b < model.size(); ++b) {
-      const Shape shape = model.block(b).output_shape(data);
-      Tensor* output = nullptr;
-      if (shape.rank() > 0) {
-        SPW_ASSIGN_OR_RETURN(output, s->acts.get(b + 1, shape));
-      }
-      double loss = 0;
-      SPW_TRY(model.block(b).forward(data, b == 0 ? input : &s->acts.at(b), output,
-                                     s->states[b], &loss));
-    }
+    SPW_ASSIGN_OR_RETURN(Slot * s, placeholder_forward(chunk));
     std::int64_t bytes = 0;
     for (Tensor* t : stash_tensors(*s, chunk)) bytes += static_cast<std::int64_t>(t->bytes());
     largest = std::max(largest, bytes);
     stash_estimate_[c] = static_cast<std::size_t>(bytes) + s->grads.bytes();
-    active_[c][0] = nullptr;
-    s->acts.release();  // offloading runs keep no pooled memory (release_if_offloading)
-    s->grads.release();
-    for (BlockState& state : s->states) state.release();
-    free_slots_[c].push_back(s);
+    return_placeholder(chunk);
   }
   return largest;
+}
+
+// A chunk whose stashes arrive from another rank (PipeFB's backward rank) must lay out a
+// slot exactly as the forward rank's forward did, tensor for tensor, before receiving into
+// it: learnt from a placeholder forward of its own copy of the stage.
+Status PipelineExecutor::learn_stash_layouts() {
+  stash_layouts_.assign(chunks_.size(), {});
+  for (std::size_t c = 0; c < chunks_.size(); ++c) {
+    const int chunk = static_cast<int>(c);
+    const int stage = global_stage(chunk);
+    if (!runs_backward(chunk) || schedule_.forward_rank_of(stage) == pipeline_rank_) continue;
+    SPW_ASSIGN_OR_RETURN(Slot * s, placeholder_forward(chunk));
+    std::vector<StashEntry>& entries = stash_layouts_[c];
+    const std::size_t blocks = chunks_[c]->size();
+    std::size_t bytes = 0;
+    for (std::size_t i = 0; i < blocks && i < s->acts.slot_count(); ++i) {
+      const Tensor& t = s->acts.at(i);
+      if (t.allocation() != nullptr) entries.push_back({-1, i, t.shape()});
+    }
+    for (std::size_t b = 0; b < s->states.size(); ++b) {
+      const Stash& saved = s->states[b].saved;
+      for (std::size_t i = 0; i < saved.slot_count(); ++i) {
+        const Tensor& t = saved.at(i);
+        if (t.allocation() != nullptr) entries.push_back({static_cast<int>(b), i, t.shape()});
+      }
+    }
+    for (const StashEntry& e : entries) bytes += static_cast<std::size_t>(e.shape.numel()) * 4;
+    stash_estimate_[c] = std::max(stash_estimate_[c], bytes);
+    return_placeholder(chunk);
+  }
+  return Status::success();
 }
 
 Status PipelineExecutor::setup_offload() {
@@ -290,13 +352,20 @@ Status PipelineExecutor::setup_offload() {
       // Stashes pile up on early stages (1F1B holds P - p on rank p): lend to the mirror
       // rank of the same replica, whose stage holds few, or to the next replica's same
       // stage when the pipeline has no mirror (one rank, or the middle of an odd one).
+      // Under PipeFB the stashes sit on backward ranks only: each borrows from the forward
+      // rank of its stage, which keeps none once sent.
       const PipelineLayout& l = layout();
+      const int width = l.ranks_in_pipeline();
       int peer = -1;
       const int mirror = l.pipeline_ranks - 1 - pipeline_rank_;
-      if (mirror != pipeline_rank_) {
-        peer = replica_ * l.pipeline_ranks + mirror;
+      if (schedule_.placed()) {
+        if (schedule_.runs_backward(pipeline_rank_)) {
+          peer = replica_ * width + schedule_.forward_rank_of(global_stage(0));
+        }
+      } else if (mirror != pipeline_rank_) {
+        peer = replica_ * width + mirror;
       } else if (l.replicas > 1) {
-        peer = ((replica_ + 1) % l.replicas) * l.pipeline_ranks + pipeline_rank_;
+        peer = ((replica_ + 1) % l.replicas) * width + pipeline_rank_;
       }
       SPW_ASSIGN_OR_RETURN(auto report, sched::validate(schedule_));
       SPW_ASSIGN_OR_RETURN(std::int64_t per_stash, measure_stash_bytes());
@@ -307,7 +376,7 @@ Status PipelineExecutor::setup_offload() {
       // Collective: every rank reaches this, even one without a partner (peer -1).
       auto made = offload::make_peer_tier(world_, peer, peer < 0 ? 0 : capacity);
       if (!made.ok()) return made.status();
-      if (peer < 0) {
+      if (peer < 0 && !schedule_.placed()) {
         return error(StatusCode::invalid_argument,
                      "offload.tier = \"peer\" needs a partner rank, and a one-rank pipeline "
                      "without replicas has none: use offload.tier = \"file\" or more ranks");
@@ -316,6 +385,9 @@ Status PipelineExecutor::setup_offload() {
       break;
     }
     case OffloadTier::none: break;
+    case OffloadTier::automatic:  // open_pipeline_job puts the plan's tier in its place
+      return error(StatusCode::internal,
+                   "offload.tier = \"auto\" reached the executor without a planned tier");
   }
   offload::EngineOptions options;
   options.verify = config.verify;
@@ -368,6 +440,8 @@ Status PipelineExecutor::make_room(std::size_t bytes) {
   MemoryLedger& ledger = MemoryLedger::process();
   const std::optional<std::size_t> cap = ledger.cap();
   if (!engine_ || !cap) return Status::success();
+  // Finished slots whose sends completed since the last instruction give memory back too.
+  SPW_TRY(reclaim_retired());
   // Not knowing the size yet (nothing measured), assume the worst: wait for everything.
   while (!evicting_.empty() && (bytes == 0 || ledger.current_total() + bytes > *cap)) {
     const auto [chunk, mb] = evicting_.front();
@@ -509,6 +583,7 @@ Result<PipelineExecutor::Slot*> PipelineExecutor::slot(int chunk, int mb) {
   free_slots_[c].pop_back();
   active->weight_done = false;
   active->grad_sent = false;
+  active->stash_sent = false;
   return active;
 }
 
@@ -522,6 +597,18 @@ void PipelineExecutor::release_if_offloading(Slot& s) {
   for (BlockState& state : s.states) state.release();
 }
 
+// A finished slot of a chunk that runs backwards may wait a long time for its last sends
+// (a gradient the previous stage receives late, an output the next stage took long ago):
+// when memory is tight (offloading) everything no send can read goes back now. Sends read
+// only the chunk's output (SendAct) and its input gradient (SendGrad).
+void PipelineExecutor::release_unsent(Slot& s, int chunk) {
+  if (!engine_ || !runs_backward(chunk)) return;
+  const std::size_t output = chunks_[static_cast<std::size_t>(chunk)]->size();
+  for (std::size_t i = 0; i < s.acts.slot_count() && i < output; ++i) s.acts.at(i) = Tensor();
+  for (std::size_t i = 1; i < s.grads.slot_count(); ++i) s.grads.at(i) = Tensor();
+  for (BlockState& state : s.states) state.release();
+}
+
 Status PipelineExecutor::retire_if_done(int chunk, int mb) {
   Slot*& active = active_[static_cast<std::size_t>(chunk)][static_cast<std::size_t>(mb)];
   if (active == nullptr) {
@@ -529,8 +616,13 @@ Status PipelineExecutor::retire_if_done(int chunk, int mb) {
                                            " of chunk " + std::to_string(chunk));
   }
   const int stage = global_stage(chunk);
-  const bool sends_grad = stage > 0 && schedule_.rank_of(stage - 1) != pipeline_rank_;
-  if (!active->weight_done || (sends_grad && !active->grad_sent)) return Status::success();
+  if (runs_backward(chunk)) {
+    const bool sends_grad = stage > 0 && schedule_.backward_rank_of(stage - 1) != pipeline_rank_;
+    if (!active->weight_done || (sends_grad && !active->grad_sent)) return Status::success();
+  } else if (!active->stash_sent) {
+    return Status::success();
+  }
+  release_unsent(*active, chunk);
   retiring_.push_back({chunk, active});
   active = nullptr;
   return Status::success();
@@ -576,9 +668,11 @@ Status PipelineExecutor::forward(int mb, int chunk) {
   }
   // With one pipeline rank the next stage is local: hand the output over directly.
   const int stage = global_stage(chunk);
-  if (stage + 1 < layout().stage_count() && schedule_.rank_of(stage + 1) == pipeline_rank_) {
-    SPW_ASSIGN_OR_RETURN(Slot * next, slot(chunk + 1, mb));
-    SPW_ASSIGN_OR_RETURN(Tensor * next_input, chunk_input(*next, chunk + 1, mb));
+  if (stage + 1 < layout().stage_count() &&
+      schedule_.forward_rank_of(stage + 1) == pipeline_rank_) {
+    const int next_chunk = schedule_.chunk_of(stage + 1, sched::Direction::forward);
+    SPW_ASSIGN_OR_RETURN(Slot * next, slot(next_chunk, mb));
+    SPW_ASSIGN_OR_RETURN(Tensor * next_input, chunk_input(*next, next_chunk, mb));
     SPW_TRY(next_input->copy_from(s->acts.at(model.size())));
   }
   return Status::success();
@@ -605,9 +699,11 @@ Status PipelineExecutor::backward_input(int mb, int chunk) {
     SPW_TRY(block.backward_input(data, block_input, block_doutput, dinput, s->states[b]));
   }
   const int stage = global_stage(chunk);
-  if (stage > 0 && schedule_.rank_of(stage - 1) == pipeline_rank_) {
-    SPW_ASSIGN_OR_RETURN(Slot * previous, slot(chunk - 1, mb));
-    SPW_ASSIGN_OR_RETURN(Tensor * previous_doutput, chunk_output_grad(*previous, chunk - 1, mb));
+  if (stage > 0 && schedule_.backward_rank_of(stage - 1) == pipeline_rank_) {
+    const int previous_chunk = schedule_.chunk_of(stage - 1, sched::Direction::backward);
+    SPW_ASSIGN_OR_RETURN(Slot * previous, slot(previous_chunk, mb));
+    SPW_ASSIGN_OR_RETURN(Tensor * previous_doutput,
+                         chunk_output_grad(*previous, previous_chunk, mb));
     SPW_TRY(previous_doutput->copy_from(s->grads.at(0)));
   }
   return Status::success();
@@ -659,25 +755,108 @@ Result<std::int64_t> PipelineExecutor::send(const sched::Instruction& in) {
   return static_cast<std::int64_t>(data->bytes());
 }
 
-Status PipelineExecutor::post_receives_through(std::size_t receive_index) {
-  const std::size_t last = std::min(receive_index + 1, receive_positions_.size());
+// A stash or a chunk's parameters travel as one message per tensor under one tag: MPI
+// matches messages of one sender, tag and communicator in order, and both ends list the
+// tensors in the same order (stash_tensors() and the learnt layout; the chunk's parameters).
+Result<std::int64_t> PipelineExecutor::send_stash(const sched::Instruction& in) {
+  SPW_ASSIGN_OR_RETURN(sched::Transfer transfer,
+                       sched::transfer_of(schedule_, pipeline_rank_, in));
+  SPW_ASSIGN_OR_RETURN(Slot * s, slot(in.chunk, in.mb));
+  std::int64_t bytes = 0;
+  for (Tensor* t : stash_tensors(*s, in.chunk)) {
+    SPW_ASSIGN_OR_RETURN(int count, element_count(*t));
+    MPI_Request request = MPI_REQUEST_NULL;
+    SPW_TRY(mpi_check(MPI_Isend(t->data(), count, MPI_FLOAT, in.peer, tag_of(transfer),
+                                pipeline_comm_, &request),
+                      "sending a stash to the stage's backward rank"));
+    s->sends.push_back(request);
+    bytes += static_cast<std::int64_t>(t->bytes());
+  }
+  s->stash_sent = true;
+  SPW_TRY(retire_if_done(in.chunk, in.mb));
+  return bytes;
+}
+
+// Waited for at the end of the step: the next OptimizerStep must not change them in flight.
+Result<std::int64_t> PipelineExecutor::send_params(const sched::Instruction& in) {
+  SPW_ASSIGN_OR_RETURN(sched::Transfer transfer,
+                       sched::transfer_of(schedule_, pipeline_rank_, in));
+  std::int64_t bytes = 0;
+  for (auto& p : chunks_[static_cast<std::size_t>(in.chunk)]->parameters()) {
+    SPW_ASSIGN_OR_RETURN(int count, element_count(*p.value));
+    MPI_Request request = MPI_REQUEST_NULL;
+    SPW_TRY(mpi_check(MPI_Isend(p.value->data(), count, MPI_FLOAT, in.peer, tag_of(transfer),
+                                pipeline_comm_, &request),
+                      "sending parameters to the stage's forward rank"));
+    param_sends_.push_back(request);
+    bytes += static_cast<std::int64_t>(p.value->bytes());
+  }
+  return bytes;
+}
+
+// Where a receive lands: the chunk input, the output gradient, a stash laid out as the
+// forward rank's, or the chunk's parameters themselves.
+Result<std::vector<Tensor*>> PipelineExecutor::receive_buffers(const sched::Instruction& in) {
+  std::vector<Tensor*> buffers;
+  if (in.op == sched::Op::recv_params) {
+    for (auto& p : chunks_[static_cast<std::size_t>(in.chunk)]->parameters()) {
+      buffers.push_back(p.value);
+    }
+    return buffers;
+  }
+  const auto c = static_cast<std::size_t>(in.chunk);
+  if (in.op == sched::Op::recv_stash) {
+    std::size_t bytes = 0;
+    for (const StashEntry& e : stash_layouts_[c]) bytes += static_cast<std::size_t>(e.shape.numel()) * 4;
+    SPW_TRY(make_room(bytes));
+  }
+  SPW_ASSIGN_OR_RETURN(Slot * s, slot(in.chunk, in.mb));
+  Tensor* buffer = nullptr;
+  switch (in.op) {
+    case sched::Op::recv_act: {
+      SPW_ASSIGN_OR_RETURN(buffer, chunk_input(*s, in.chunk, in.mb));
+      break;
+    }
+    case sched::Op::recv_grad: {
+      SPW_ASSIGN_OR_RETURN(buffer, chunk_output_grad(*s, in.chunk, in.mb));
+      break;
+    }
+    case sched::Op::recv_stash:
+      for (const StashEntry& e : stash_layouts_[c]) {
+        Stash& stash = e.block < 0 ? s->acts : s->states[static_cast<std::size_t>(e.block)].saved;
+        SPW_ASSIGN_OR_RETURN(Tensor * t, stash.get(e.index, e.shape));
+        buffers.push_back(t);
+      }
+      return buffers;
+    default:
+      return error(StatusCode::internal, "not a receive: " + sched::to_string(in));
+  }
+  buffers.push_back(buffer);
+  return buffers;
+}
+
+// Posts receives up to index `through`. RecvParams is posted only once it is the receive
+// being waited for (`needed`): its buffers are the parameters the forwards are reading.
+Status PipelineExecutor::post_receives_through(std::size_t through, std::size_t needed) {
+  const std::size_t last = std::min(through + 1, receive_positions_.size());
   for (; next_to_post_ < last; ++next_to_post_) {
     const sched::Instruction& in = list_[receive_positions_[next_to_post_]];
+    if (in.op == sched::Op::recv_params && next_to_post_ != needed) break;
     SPW_ASSIGN_OR_RETURN(sched::Transfer transfer,
                          sched::transfer_of(schedule_, pipeline_rank_, in));
-    SPW_ASSIGN_OR_RETURN(Slot * s, slot(in.chunk, in.mb));
-    Tensor* buffer = nullptr;
-    if (in.op == sched::Op::recv_act) {
-      SPW_ASSIGN_OR_RETURN(buffer, chunk_input(*s, in.chunk, in.mb));
-    } else {
-      SPW_ASSIGN_OR_RETURN(buffer, chunk_output_grad(*s, in.chunk, in.mb));
-    }
-    SPW_ASSIGN_OR_RETURN(int count, element_count(*buffer));
+    SPW_ASSIGN_OR_RETURN(std::vector<Tensor*> buffers, receive_buffers(in));
     PostedReceive& posted = posted_[next_to_post_];
     posted.posted_at = now();
-    SPW_TRY(mpi_check(MPI_Irecv(buffer->data(), count, MPI_FLOAT, in.peer, tag_of(transfer),
-                                pipeline_comm_, &posted.request),
-                      "posting a receive"));
+    posted.bytes = 0;
+    for (Tensor* buffer : buffers) {
+      SPW_ASSIGN_OR_RETURN(int count, element_count(*buffer));
+      MPI_Request request = MPI_REQUEST_NULL;
+      SPW_TRY(mpi_check(MPI_Irecv(buffer->data(), count, MPI_FLOAT, in.peer, tag_of(transfer),
+                                  pipeline_comm_, &request),
+                        "posting a receive"));
+      posted.requests.push_back(request);
+      posted.bytes += static_cast<std::int64_t>(buffer->bytes());
+    }
   }
   return Status::success();
 }
@@ -685,20 +864,13 @@ Status PipelineExecutor::post_receives_through(std::size_t receive_index) {
 Status PipelineExecutor::receive(const sched::Instruction& in, std::size_t position) {
   const auto it = std::lower_bound(receive_positions_.begin(), receive_positions_.end(), position);
   const auto index = static_cast<std::size_t>(it - receive_positions_.begin());
-  SPW_TRY(post_receives_through(index + static_cast<std::size_t>(settings_.receive_lookahead)));
+  SPW_TRY(post_receives_through(index + static_cast<std::size_t>(settings_.receive_lookahead),
+                                index));
   const double start = now();
-  SPW_TRY(mpi_check(MPI_Wait(&posted_[index].request, MPI_STATUS_IGNORE),
-                    "receiving from a neighbouring pipeline rank"));
+  SPW_TRY(waitall(posted_[index].requests, "receiving from a neighbouring pipeline rank"));
   const double end = now();
   current_.recv_wait_s += end - start;
-  SPW_ASSIGN_OR_RETURN(Slot * s, slot(in.chunk, in.mb));
-  const Tensor* buffer = nullptr;
-  if (in.op == sched::Op::recv_act) {
-    buffer = &s->acts.at(0);
-  } else {
-    SPW_ASSIGN_OR_RETURN(buffer, chunk_output_grad(*s, in.chunk, in.mb));
-  }
-  record(TraceTrack::communication, in, static_cast<std::int64_t>(buffer->bytes()), start, end);
+  record(TraceTrack::communication, in, posted_[index].bytes, start, end);
   return Status::success();
 }
 
@@ -770,10 +942,14 @@ Status PipelineExecutor::optimizer_step() {
     reduces_done_ = true;
     reduce_requests_.clear();
   }
+  if (!optimizer_) {
+    return error(StatusCode::internal, "OptimizerStep on a rank that runs no backward");
+  }
   return optimizer_->step();
 }
 
 Status PipelineExecutor::finish_sends() {
+  SPW_TRY(waitall(param_sends_, "sending parameters to the stage's forward rank"));
   for (auto& [chunk, s] : retiring_) {
     SPW_TRY(waitall(s->sends, "completing sends"));
     release_if_offloading(*s);
@@ -815,13 +991,21 @@ Status PipelineExecutor::execute(const sched::Instruction& in, std::size_t posit
     case Op::backward_input: SPW_TRY(backward_input(in.mb, in.chunk)); break;
     case Op::backward_weight: SPW_TRY(backward_weight(in.mb, in.chunk)); break;
     case Op::send_act:
-    case Op::send_grad: {
-      SPW_ASSIGN_OR_RETURN(std::int64_t bytes, send(in));
-      record(TraceTrack::communication, in, bytes, start, now());
+    case Op::send_grad:
+    case Op::send_stash:
+    case Op::send_params: {
+      const Result<std::int64_t> bytes = in.op == Op::send_stash    ? send_stash(in)
+                                         : in.op == Op::send_params ? send_params(in)
+                                                                    : send(in);
+      if (!bytes.ok()) return bytes.status();
+      current_.sent_bytes += *bytes;
+      record(TraceTrack::communication, in, *bytes, start, now());
       return progress();
     }
     case Op::recv_act:
-    case Op::recv_grad: return receive(in, position);
+    case Op::recv_grad:
+    case Op::recv_stash:
+    case Op::recv_params: return receive(in, position);
     case Op::reduce_grads: return reduce_grads(in.chunk);
     case Op::optimizer_step:
       SPW_TRY(optimizer_step());
@@ -833,11 +1017,6 @@ Status PipelineExecutor::execute(const sched::Instruction& in, std::size_t posit
     case Op::prefetch:
       SPW_TRY(prefetch(in.mb, in.chunk));
       return progress();
-    case Op::send_stash:
-    case Op::recv_stash:
-    case Op::send_params:
-    case Op::recv_params:
-      return error(StatusCode::unsupported, "PipeFB instructions are not run by this executor");
   }
   const double end = now();
   current_.busy_s += end - start;
@@ -863,13 +1042,16 @@ Status PipelineExecutor::run_step(StepResult& result) {
   // Timings from the first step (allocation, warm-up) are replaced by later ones.
   if (step_ == 1) std::fill(timings_.begin(), timings_.end(), ChunkTiming{});
   current_ = RankStepMetrics{};
-  for (auto& chunk : chunks_) chunk->zero_grads();
+  for (std::size_t c = 0; c < chunks_.size(); ++c) {
+    if (runs_backward(static_cast<int>(c))) chunks_[c]->zero_grads();
+  }
   SPW_TRY(load_microbatches());
   std::fill(losses_.begin(), losses_.end(), 0.0);
   posted_.assign(receive_positions_.size(), PostedReceive{});
   next_to_post_ = 0;
   if (!receive_positions_.empty()) {
-    SPW_TRY(post_receives_through(static_cast<std::size_t>(settings_.receive_lookahead) - 1));
+    SPW_TRY(post_receives_through(static_cast<std::size_t>(settings_.receive_lookahead) - 1,
+                                  receive_positions_.size()));
   }
   for (std::size_t i = 0; i < list_.size(); ++i) {
     const Status status = execute(list_[i], i);
@@ -905,7 +1087,7 @@ Result<std::map<std::string, std::vector<float>>> PipelineExecutor::gather_param
     int replica) {
   // Serialise as [name length, name bytes, value count, values] records of bytes.
   std::vector<char> mine;
-  if (replica_ == replica) {
+  if (replica_ == replica && owns_parameters()) {
     for (auto& p : local_parameters()) {
       const std::uint64_t name_size = p.name.size();
       const std::uint64_t count = static_cast<std::uint64_t>(p.value->numel());

@@ -16,6 +16,13 @@
 // sends do not block. ReduceGrads(c) starts a non-blocking all-reduce of chunk c's
 // gradients on the data-parallel communicator of the rank's pipeline position; the
 // executor tests it between instructions so it progresses, and OptimizerStep waits for it.
+//
+// PipeFB (a placed schedule): a chunk may run only the forwards of its stage (it then holds
+// parameters but no gradients or optimizer state) or only the backwards. SendStash ships the
+// slot's stash tensors (every block's input and saved state) to the backward rank, which
+// receives them into a slot laid out like the forward's; after its OptimizerStep the
+// backward rank sends the chunk's parameters back, and the forward rank's last instruction,
+// RecvParams, receives them in place (never posted early: the forwards read those tensors).
 #pragma once
 
 #include <mpi.h>
@@ -55,6 +62,7 @@ struct RankStepMetrics {
   double recv_wait_s = 0;  // blocked in receives
   double optimizer_s = 0;  // the OptimizerStep, including its wait for the all-reduce
   double offload_wait_s = 0;  // blocked until a stash was back from the capacity tier
+  std::int64_t sent_bytes = 0;  // activations, gradients, stashes and parameters sent
 };
 
 // What the offload engine did on this rank over the whole run.
@@ -102,7 +110,11 @@ class PipelineExecutor {
   std::size_t model_parameter_count() const { return model_parameters_; }
 
   std::vector<NamedParameter> local_parameters();
-  Optimizer& optimizer() { return *optimizer_; }
+  // Whether this rank owns its parameters' training state (gradients, optimizer), so that
+  // checkpoints and gathers take them from it: every rank but a PipeFB forward rank, whose
+  // parameters are a copy of its backward rank's.
+  bool owns_parameters() const { return optimizer_ != nullptr; }
+  Optimizer& optimizer() { return *optimizer_; }  // only when owns_parameters()
   // For resuming from a checkpoint: the step count the next run_step continues from.
   void set_steps_done(std::int64_t steps) { step_ = steps; }
   const std::vector<TraceEvent>& trace_events() const { return trace_; }
@@ -133,14 +145,20 @@ class PipelineExecutor {
   Status backward_input(int mb, int chunk);
   Status backward_weight(int mb, int chunk);
   Result<std::int64_t> send(const sched::Instruction& in);  // bytes sent
+  Result<std::int64_t> send_stash(const sched::Instruction& in);
+  Result<std::int64_t> send_params(const sched::Instruction& in);
+  Result<std::vector<Tensor*>> receive_buffers(const sched::Instruction& in);
   Status receive(const sched::Instruction& in, std::size_t position);
-  Status post_receives_through(std::size_t receive_index);
+  Status post_receives_through(std::size_t receive_index, std::size_t needed);
   Status reduce_grads(int chunk);
   Status optimizer_step();
   Status progress();
   Status finish_sends();
   Status setup_offload();
+  Result<Slot*> placeholder_forward(int chunk);
+  void return_placeholder(int chunk);
   Result<std::int64_t> measure_stash_bytes();
+  Status learn_stash_layouts();
   std::vector<Tensor*> stash_tensors(Slot& slot, int chunk);
   std::uint64_t stash_id(int chunk, int mb) const;
   Status offload(int mb, int chunk);
@@ -151,11 +169,13 @@ class PipelineExecutor {
   Result<Slot*> slot(int chunk, int mb);
   Status retire_if_done(int chunk, int mb);
   void release_if_offloading(Slot& slot);
+  void release_unsent(Slot& slot, int chunk);
   Status reclaim_retired();
   Result<Tensor*> chunk_input(Slot& slot, int chunk, int mb);
   Result<Tensor*> chunk_output_grad(Slot& slot, int chunk, int mb);
   int tag_of(const sched::Transfer& transfer) const;
-  int global_stage(int chunk) const { return chunk * layout().pipeline_ranks + pipeline_rank_; }
+  int global_stage(int chunk) const { return chunk_stage_[static_cast<std::size_t>(chunk)]; }
+  bool runs_backward(int chunk) const { return chunk_backward_[static_cast<std::size_t>(chunk)]; }
   double now() const;
   void record(TraceTrack track, const sched::Instruction& in, std::int64_t bytes,
               double start, double end);
@@ -172,7 +192,18 @@ class PipelineExecutor {
   int replica_ = 0;
   int tag_limit_ = 32767;
 
+  std::vector<int> chunk_stage_;      // [local chunk] its global stage
+  std::vector<bool> chunk_backward_;  // [local chunk] runs its stage's backwards here
   std::vector<std::unique_ptr<Model>> chunks_;
+  // [local chunk] where each stash tensor sits in a slot and its shape, in stash_tensors()
+  // order: what a backward-only chunk allocates before receiving a stash.
+  struct StashEntry {
+    int block = -1;  // -1: the slot's acts; else that block's saved state
+    std::size_t index = 0;
+    Shape shape;
+  };
+  std::vector<std::vector<StashEntry>> stash_layouts_;
+  std::vector<MPI_Request> param_sends_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<BatchSource> data_;
   bool reads_batches_ = false;
@@ -187,7 +218,8 @@ class PipelineExecutor {
   std::vector<std::pair<int, Slot*>> retiring_;            // (chunk, slot) with sends in flight
 
   struct PostedReceive {
-    MPI_Request request = MPI_REQUEST_NULL;
+    std::vector<MPI_Request> requests;  // one per tensor (a stash or parameters: several)
+    std::int64_t bytes = 0;
     double posted_at = 0;
   };
   std::vector<PostedReceive> posted_;  // [receive index] this step

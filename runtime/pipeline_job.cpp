@@ -78,11 +78,21 @@ Result<PipelineJob> open_pipeline_job(const JobConfig& job, MPI_Comm comm,
     out.planned = true;
     out.plan_explanation = plan.explanation;
     out.plan_record = plan.record;
+    if (job.offload.tier == OffloadTier::automatic) {
+      out.settings.offload.tier = plan.offload_tier;
+      out.settings.offload.keep = plan.offload_keep;
+      out.settings.offload.lookahead = plan.offload_lookahead;
+    }
   } else if (options.predict) {
     SPW_ASSIGN_OR_RETURN(AutoPlan predicted,
-                         predict_requested_layout(out.settings.train, layout, comm,
+                         predict_requested_layout(out.settings.train, layout, job.offload, comm,
                                                   job.output.dir));
     out.plan_record = predicted.record;
+  }
+  // The job reader allows "auto" only with planned stages, so the plan has replaced it.
+  if (out.settings.offload.tier == OffloadTier::automatic) {
+    return error(StatusCode::internal,
+                 "offload.tier = \"auto\" reached a job without an automatic plan");
   }
 
   const std::int64_t planned_steps =

@@ -41,6 +41,9 @@ std::string PipelineLayout::describe() const {
     stages_text = plural(pipeline_ranks, "rank") + " x " + std::to_string(chunks) +
                   " chunks = " + stages_text;
   }
+  if (ranks_per_stage > 1) {
+    stages_text += " on " + plural(ranks_in_pipeline(), "rank") + " (forward and backward apart)";
+  }
   return stages_text + " x " + plural(replicas, "replica") + ", " + schedule + ", " +
          plural(microbatches, "microbatch") + " of " + std::to_string(microbatch_samples) +
          " per replica";
@@ -53,6 +56,14 @@ Result<PipelineLayout> make_pipeline_layout(const ParallelConfig& parallel,
   layout.replicas = parallel.replicas;
   layout.chunks = parallel.chunks;
   layout.schedule = schedule_generator_name(parallel.schedule);
+  const bool pipefb = parallel.layout == Layout::pipefb;
+  if (pipefb) {
+    if (parallel.chunks != 1) {
+      return fail("parallel.layout = \"pipefb\" runs one chunk per rank: set parallel.chunks = 1");
+    }
+    layout.schedule = "pipefb";
+    layout.ranks_per_stage = 2;
+  }
   const int v = parallel.chunks;
   const int replicas = parallel.replicas;
 
@@ -63,7 +74,14 @@ Result<PipelineLayout> make_pipeline_layout(const ParallelConfig& parallel,
   }
   int stage_count = 0;
   switch (parallel.stages.form) {
-    case StagesSpec::Form::automatic: stage_count = world_size / replicas * v; break;
+    case StagesSpec::Form::automatic:
+      stage_count = world_size / replicas / layout.ranks_per_stage * v;
+      if (stage_count < 1) {
+        return fail("parallel.layout = \"pipefb\" needs 2 ranks per stage (a forward and a "
+                    "backward rank) per replica: launch with mpirun -n " +
+                    std::to_string(2 * replicas));
+      }
+      break;
     case StagesSpec::Form::count: stage_count = parallel.stages.count; break;
     case StagesSpec::Form::ranges:
       stage_count = static_cast<int>(parallel.stages.ranges.size());
@@ -81,6 +99,13 @@ Result<PipelineLayout> make_pipeline_layout(const ParallelConfig& parallel,
   }
   layout.pipeline_ranks = stage_count / v;
   if (layout.world_size() != world_size) {
+    if (pipefb) {
+      return fail(plural(stage_count, "stage") + " x 2 ranks (forward and backward, PipeFB) x " +
+                  plural(replicas, "replica") + " need " + plural(layout.world_size(), "rank") +
+                  ", but the job was launched with " + std::to_string(world_size) +
+                  ": launch with mpirun -n " + std::to_string(layout.world_size()) +
+                  " or change parallel.stages / parallel.replicas / parallel.layout");
+    }
     return fail(plural(stage_count, "stage") + " (" + std::to_string(v) + " per rank) x " +
                 plural(replicas, "replica") + " need " + plural(layout.world_size(), "rank") +
                 ", but the job was launched with " + std::to_string(world_size) +
@@ -102,12 +127,12 @@ Result<PipelineLayout> make_pipeline_layout(const ParallelConfig& parallel,
     layout.stages = even_stage_ranges(block_count, stage_count);
   }
 
-  const bool interleaved = parallel.schedule == ScheduleKind::interleaved;
+  const bool interleaved = !pipefb && parallel.schedule == ScheduleKind::interleaved;
   if (interleaved && v < 2) {
     return fail("parallel.schedule = \"interleaved\" needs parallel.chunks >= 2 (chunks per "
                 "rank); with one chunk use \"1f1b\"");
   }
-  if (!interleaved && v != 1) {
+  if (!interleaved && !pipefb && v != 1) {
     return fail("parallel.schedule = \"" + std::string(to_string(parallel.schedule)) +
                 "\" runs one chunk per rank: set parallel.chunks = 1 or use \"interleaved\"");
   }

@@ -70,11 +70,11 @@ Result<LinkEstimates> measure_links(PipelineExecutor& executor, MPI_Comm world) 
   LinkEstimates links;
   SPW_ASSIGN_OR_RETURN(links.pipeline,
                        measure_axis(world, executor.world_rank(), executor.pipeline_rank(),
-                                    layout.pipeline_ranks, 1, std::max<long long>(bytes, 8)));
+                                    layout.ranks_in_pipeline(), 1, std::max<long long>(bytes, 8)));
   // Replicas exchange gradients: probe with a megabyte, a typical all-reduce segment.
   SPW_ASSIGN_OR_RETURN(links.replica,
                        measure_axis(world, executor.world_rank(), executor.replica(),
-                                    layout.replicas, layout.pipeline_ranks, 1 << 20));
+                                    layout.replicas, layout.ranks_in_pipeline(), 1 << 20));
   return links;
 }
 
@@ -92,13 +92,14 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
   std::vector<double> mine;
   for (const auto& m : metrics) mine.push_back(m.busy_s);
   for (const auto& m : metrics) mine.push_back(m.span_s);
-  std::vector<double> busy, span, wait, optimizer, offload_wait;
+  std::vector<double> busy, span, wait, optimizer, offload_wait, sent;
   for (const auto& m : metrics) {
     busy.push_back(m.busy_s);
     span.push_back(m.span_s);
     wait.push_back(m.recv_wait_s);
     optimizer.push_back(m.optimizer_s);
     offload_wait.push_back(m.offload_wait_s);
+    sent.push_back(static_cast<double>(m.sent_bytes));
   }
   mine.push_back(median_after_first(busy));
   mine.push_back(median_after_first(span));
@@ -111,6 +112,7 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
   mine.push_back(offload.engine.evict_seconds);
   mine.push_back(offload.engine.prefetch_seconds);
   mine.push_back(static_cast<double>(offload.failed_evictions));
+  mine.push_back(median_after_first(sent));
   const LedgerSnapshot memory = MemoryLedger::process().snapshot();
   mine.push_back(static_cast<double>(memory.peak_total));
   for (MemoryCategory c : kAllMemoryCategories) mine.push_back(static_cast<double>(memory.peak_of(c)));
@@ -135,7 +137,8 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
   auto at = [&](int rank, std::size_t i) { return all[static_cast<std::size_t>(rank) * stride + i]; };
   const std::size_t medians = 2 * steps;
   const std::size_t offload_at = medians + 4;
-  const std::size_t memory_at = offload_at + 6;
+  const std::size_t sent_at = offload_at + 6;
+  const std::size_t memory_at = sent_at + 1;
   const std::size_t chunks_at = memory_at + 1 + kMemoryCategoryCount;
 
   std::vector<double> bubble_per_step;
@@ -170,12 +173,17 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
                        {"evict_seconds", at(r, offload_at + 3)},
                        {"prefetch_seconds", at(r, offload_at + 4)},
                        {"failed_evictions", at(r, offload_at + 5)}}},
+                     {"sent_bytes_per_step", at(r, sent_at)},
                      {"peak_bytes", static_cast<std::size_t>(at(r, memory_at))},
                      {"peak_bytes_by_category", by_category(peak)}});
   }
 
-  // The simulator, fed with this run's costs: stage s's figures averaged over its replicas.
+  // The simulator, fed with this run's costs: stage s's figures averaged over its replicas,
+  // forward figures from the rank running its forwards and backward ones from the rank
+  // running its backwards (the same rank but under PipeFB).
   const int P = layout.pipeline_ranks;
+  const int width = layout.ranks_in_pipeline();
+  const sched::Schedule& schedule = executor.schedule();
   const int S = layout.stage_count();
   sched::CostModel costs;
   nlohmann::json stage_costs = nlohmann::json::array();
@@ -185,12 +193,25 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
           : (executor.settings().train.optimizer.momentum != 0 ? 1.0 : 0.0);
   for (int s = 0; s < S; ++s) {
     sched::StageCost cost;
-    const std::size_t c = static_cast<std::size_t>(s / P);
+    const sched::StagePlacement place = schedule.placement_of(s);
     double values[kChunkFields] = {};
     for (int replica = 0; replica < layout.replicas; ++replica) {
-      const int r = replica * P + s % P;
+      const int forward_rank = replica * width + place.forward_rank;
+      const int backward_rank = replica * width + place.backward_rank;
       for (std::size_t f = 0; f < kChunkFields; ++f) {
-        values[f] += at(r, chunks_at + c * kChunkFields + f) / layout.replicas;
+        // Forward time and output activation: where forwards run; the rest where
+        // backwards run; the stash as the larger of the two ends' slots.
+        const bool forward_field = f == 0 || f == 6;
+        const int r = forward_field ? forward_rank : backward_rank;
+        const auto c = static_cast<std::size_t>(forward_field ? place.forward_chunk
+                                                                : place.backward_chunk);
+        double value = at(r, chunks_at + c * kChunkFields + f);
+        if (f == 4) {
+          value = std::max(value, at(forward_rank, chunks_at +
+                                                       static_cast<std::size_t>(place.forward_chunk) *
+                                                           kChunkFields + f));
+        }
+        values[f] += value / layout.replicas;
       }
     }
     cost.forward_s = values[0];
@@ -252,6 +273,7 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
   return nlohmann::json{
       {"layout",
        {{"pipeline_ranks", P},
+        {"ranks_per_stage", layout.ranks_per_stage},
         {"replicas", layout.replicas},
         {"chunks", layout.chunks},
         {"schedule", layout.schedule},

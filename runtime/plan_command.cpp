@@ -126,7 +126,7 @@ Status run_plan_command(const PlanCommand& command) {
   } else {
     sources.how = "the job's own layout, predicted";
     SPW_ASSIGN_OR_RETURN(PipelineLayout layout, requested_layout(job, command.ranks));
-    SPW_ASSIGN_OR_RETURN(plan, predict_layout(settings, profile, topology, layout));
+    SPW_ASSIGN_OR_RETURN(plan, predict_layout(settings, profile, topology, layout, job.offload));
   }
   const nlohmann::json record = plan_record(plan, profile, topology, sources);
   std::string path = command.output_path;

@@ -1,5 +1,6 @@
 #include "runtime/plan_record.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "kernels/memory_ledger.hpp"
@@ -17,19 +18,22 @@ std::string bytes(const nlohmann::json& value) {
 nlohmann::json plan_record(const sched::Plan& plan, const sched::ModelProfile& profile,
                            const sched::RankTopology& topology, const PlanSources& sources) {
   const sched::BlockSums blocks = sched::scale_blocks(profile, plan.microbatch_samples);
-  const int P = plan.pipeline_ranks;
   nlohmann::json stages = nlohmann::json::array(), ranges = nlohmann::json::array();
   for (int s = 0; s < static_cast<int>(plan.stages.size()); ++s) {
     const sched::StageRange range = plan.stages[static_cast<std::size_t>(s)];
     const sched::StageCost cost = blocks.stage(range);
+    // The lists (pipeline ranks) running the stage: one, or under PipeFB a forward and a
+    // backward one; the world ranks running it in every replica, in that order.
+    std::vector<int> lists = {plan.forward_list_of(s)};
+    if (plan.backward_list_of(s) != lists.front()) lists.push_back(plan.backward_list_of(s));
     std::vector<int> ranks;
     for (int replica = 0; replica < plan.replicas; ++replica)
-      ranks.push_back(plan.world_rank_of(replica, s % P));
+      for (int list : lists) ranks.push_back(plan.world_rank_of(replica, list));
     ranges.push_back({range.first, range.last});
     stages.push_back(
         {{"stage", s},
          {"blocks", {range.first, range.last}},
-         {"pipeline_rank", s % P},
+         {"pipeline_ranks", lists},
          {"ranks", ranks},
          {"compute_seconds_per_microbatch",
           cost.forward_s + cost.backward_input_s + cost.backward_weight_s},
@@ -49,11 +53,17 @@ nlohmann::json plan_record(const sched::Plan& plan, const sched::ModelProfile& p
             {"microbatches", plan.microbatches},
             {"microbatch_samples", plan.microbatch_samples},
             {"stages", ranges},
-            {"world_rank", plan.world_rank}}},
+            {"world_rank", plan.world_rank},
+            {"offload",
+             {{"tier", sched::offload_tier_name(plan.offload.tier)},
+              {"keep", plan.offload.keep},
+              {"lookahead", plan.offload.lookahead},
+              {"transfer_s", plan.offload_transfer_s},
+              {"exposed_s", plan.offload_exposed_s}}}}},
           {"predicted",
            {{"iteration_seconds", plan.iteration_s},
             {"bubble_fraction", plan.bubble_fraction},
-            {"peak_bytes_by_pipeline_rank", plan.peak_memory_bytes},
+            {"peak_bytes_by_pipeline_rank", plan.peak_memory_bytes},  // [list]
             {"simulated", plan.simulated},
             {"exact", plan.exact},
             {"mapping_lower_bound_seconds", plan.mapping_lower_bound_s}}},
@@ -86,12 +96,14 @@ std::string plan_text(const nlohmann::json& record) {
     }
     const std::string blocks =
         stage["blocks"][0].dump() + "-" + stage["blocks"][1].dump();
+    std::size_t peak = 0;  // the highest of its ranks' (PipeFB: forward and backward)
+    for (const auto& list : stage["pipeline_ranks"])
+      peak = std::max(peak, peaks[list.get<std::size_t>()].get<std::size_t>());
     std::snprintf(line, sizeof line, "%-6d %-9s %-12s %14.2f %12s %12s %12s\n",
                   stage["stage"].get<int>(), blocks.c_str(), ranks.c_str(),
                   1e3 * stage["compute_seconds_per_microbatch"].get<double>(),
                   bytes(stage["stash_bytes_per_microbatch"]).c_str(),
-                  bytes(stage["parameter_bytes"]).c_str(),
-                  bytes(peaks[stage["pipeline_rank"].get<std::size_t>()]).c_str());
+                  bytes(stage["parameter_bytes"]).c_str(), format_bytes(peak).c_str());
     out += line;
   }
   std::snprintf(line, sizeof line, "predicted iteration %.4g s, bubble %.1f%% (%s)\n",

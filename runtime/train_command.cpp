@@ -46,6 +46,8 @@ Result<TrainSettings> train_settings_from(const JobConfig& job) {
   s.seed = job.train.seed;
   s.init_from = job.train.init_from;
   s.memory_cap = job.memory.cap;
+  s.layout = job.parallel.layout;
+  s.plan_offload = job.offload.tier == OffloadTier::automatic;
   return s;
 }
 

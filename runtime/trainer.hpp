@@ -29,6 +29,10 @@ struct TrainSettings {
   std::string init_from;    // HDF5 checkpoint whose parameters start the run
   std::string resume_from;  // HDF5 checkpoint to continue exactly (parameters, optimizer, step)
   std::optional<std::size_t> memory_cap;
+  // What the planner may choose when it plans (parallel.stages = "auto"): the layout kind
+  // (parallel.layout) and, with offload.tier = "auto", the offload. The trainer ignores both.
+  Layout layout = Layout::automatic;
+  bool plan_offload = false;
 };
 
 struct StepResult {

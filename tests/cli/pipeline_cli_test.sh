@@ -175,6 +175,34 @@ expect_error "a checkpoint of another width" \
 expect_error "a checkpoint past the last step" "is at step 4 and the job has 3 steps" \
   --set train.steps=3 --resume "$work/ckpt/checkpoint-4.h5"
 
+# PipeFB: the one stage's forwards on rank 0, its backwards on rank 1, the same losses as
+# the 1F1B run above (one stage here, so the same math as the single-rank trainer).
+run2 "$work/fb.txt" "$work/tiny.toml" --set "output.dir=$work/fb" --set parallel.stages=1 \
+  --set 'parallel.layout="pipefb"'
+status=$?
+cat "$work/fb.txt"
+check "a PipeFB run exits 0" test $status -eq 0
+check "its header names forward and backward ranks" \
+  grep -q "1 stage on 2 ranks (forward and backward apart)" "$work/fb.txt"
+check "it computes the 1f1b run's losses" python3 - "$work/out/report.json" "$work/fb/report.json" <<'PY'
+import json, sys
+a, b = (json.load(open(p))["loss"] for p in sys.argv[1:3])
+assert len(a) == len(b) == 5 and all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(a, b)), (a, b)
+PY
+check "its report shows the stash crossing" python3 - "$work/fb/report.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))["pipeline"]
+ranks = p["measured"]["ranks"]
+assert p["layout"]["schedule"] == "pipefb" and p["layout"]["ranks_per_stage"] == 2
+assert ranks[0]["sent_bytes_per_step"] > 0 and ranks[1]["sent_bytes_per_step"] > 0
+# The forward rank holds no gradients or optimizer state; the backward rank does.
+assert ranks[0]["peak_bytes_by_category"]["gradients"] == 0, ranks[0]
+assert ranks[1]["peak_bytes_by_category"]["gradients"] > 0, ranks[1]
+assert ranks[1]["peak_bytes_by_category"]["optimizer_state"] > 0, ranks[1]
+PY
+expect_error "PipeFB with 2 stages on 2 ranks" "need 4 ranks, but the job was launched with 2: launch with mpirun -n 4" \
+  --set parallel.stages=2 --set 'parallel.layout="pipefb"'
+
 # A rank that fails mid-run: a memory cap between the two ranks' measured peaks lets both
 # set up but stops the hungrier rank inside step 1, while its peer waits on it.
 cap=$(python3 - "$work/out/report.json" <<'PY'

@@ -30,12 +30,14 @@ import json, sys
 p = json.load(open(sys.argv[1]))
 l, pr = p["layout"], p["predicted"]
 P, R, v = l["pipeline_ranks"], l["replicas"], l["chunks"]
+lists = P * (2 if l["schedule"] == "pipefb" else 1)  # PipeFB: a forward and a backward rank
 stages = l["stages"]
 covered = [b for s in stages for b in range(s[0], s[1] + 1)]
-ok = (P * R == 2 and len(stages) == P * v and covered == [0, 1, 2, 3]
+ok = (lists * R == 2 and len(stages) == P * v and covered == [0, 1, 2, 3]
       and sorted(l["world_rank"]) == [0, 1] and l["microbatches"] * l["microbatch_samples"] * R == 8
       and pr["iteration_seconds"] > 0 and 0 <= pr["bubble_fraction"] < 1
-      and len(pr["peak_bytes_by_pipeline_rank"]) == P and min(pr["peak_bytes_by_pipeline_rank"]) > 0
+      and len(pr["peak_bytes_by_pipeline_rank"]) == lists and min(pr["peak_bytes_by_pipeline_rank"]) > 0
+      and l["offload"]["tier"] == "none"
       and len(p["stages"]) == P * v
       and all(s["compute_seconds_per_microbatch"] > 0 and s["parameter_bytes"] > 0 for s in p["stages"])
       and p["profile"]["model"] == "gpt layers=2 d_model=32 heads=2 seq=16 vocab=256"

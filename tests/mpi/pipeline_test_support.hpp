@@ -90,12 +90,19 @@ inline Outcome reference(const TrainSettings& settings) {
   return run;
 }
 
-// Collective over MPI_COMM_WORLD; ranks beyond P·R sit the run out.
+// Ranks a run of `schedule` with P stages and R replicas needs ("pipefb": 2 per stage).
+inline int ranks_needed(const std::string& schedule, int P, int R) {
+  return P * R * (schedule == "pipefb" ? 2 : 1);
+}
+
+// Collective over MPI_COMM_WORLD; ranks beyond ranks_needed() sit the run out. P counts
+// stages (pipeline ranks, or forward/backward rank pairs for "pipefb").
 inline Outcome pipeline(const TrainSettings& train, const std::string& schedule, int P, int R,
                  const OffloadConfig& offload = {}) {
   const int rank = world_rank();
+  const int ranks = ranks_needed(schedule, P, R);
   MPI_Comm comm = MPI_COMM_NULL;
-  MPI_Comm_split(MPI_COMM_WORLD, rank < P * R ? 0 : MPI_UNDEFINED, rank, &comm);
+  MPI_Comm_split(MPI_COMM_WORLD, rank < ranks ? 0 : MPI_UNDEFINED, rank, &comm);
   Outcome run;
   if (comm != MPI_COMM_NULL) {
     ParallelConfig parallel;
@@ -107,12 +114,16 @@ inline Outcome pipeline(const TrainSettings& train, const std::string& schedule,
                         : schedule == "1f1b"        ? ScheduleKind::one_f_one_b
                         : schedule == "interleaved" ? ScheduleKind::interleaved
                                                     : ScheduleKind::zb_h1;
+    if (schedule == "pipefb") {
+      parallel.layout = Layout::pipefb;
+      parallel.schedule = ScheduleKind::one_f_one_b;
+    }
     PipelineSettings settings;
     settings.train = train;
     settings.offload = offload;
     MemoryLedger::process().reset_peaks();
     auto layout = make_pipeline_layout(parallel, train.model.block_count(), train.batch,
-                                       train.microbatches, P * R);
+                                       train.microbatches, ranks);
     Status status = layout.status();
     double evicted = 0;
     if (layout.ok()) {

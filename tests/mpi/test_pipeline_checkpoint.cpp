@@ -40,6 +40,7 @@ struct Layout {
   std::string schedule;
   int P = 1;
   int R = 1;
+  int ranks() const { return P * R * (schedule == "pipefb" ? 2 : 1); }
   std::string describe() const {
     return schedule + " P=" + std::to_string(P) + " R=" + std::to_string(R);
   }
@@ -49,7 +50,7 @@ std::vector<Layout> layouts(const std::vector<std::string>& schedules) {
   std::vector<Layout> out;
   for (const std::string& schedule : schedules) {
     for (Layout l : {Layout{schedule, 1, 1}, Layout{schedule, 2, 1}, Layout{schedule, 2, 2}}) {
-      if (l.P * l.R <= world_size()) out.push_back(l);
+      if (l.ranks() <= world_size()) out.push_back(l);
     }
   }
   return out;
@@ -66,11 +67,15 @@ Result<std::unique_ptr<PipelineExecutor>> make_executor(const TrainSettings& tra
                       : l.schedule == "1f1b"        ? ScheduleKind::one_f_one_b
                       : l.schedule == "interleaved" ? ScheduleKind::interleaved
                                                     : ScheduleKind::zb_h1;
+  if (l.schedule == "pipefb") {
+    parallel.layout = spw::Layout::pipefb;
+    parallel.schedule = ScheduleKind::one_f_one_b;
+  }
   PipelineSettings settings;
   settings.train = train;
   SPW_ASSIGN_OR_RETURN(settings.layout,
                        make_pipeline_layout(parallel, train.model.block_count(), train.batch,
-                                            train.microbatches, l.P * l.R));
+                                            train.microbatches, l.ranks()));
   return PipelineExecutor::create(settings, comm);
 }
 
@@ -108,7 +113,7 @@ Status finish(PipelineExecutor& executor, Outcome& out) {
 Outcome pipeline(const TrainSettings& train, const Layout& l, const std::string& load_from,
                  int steps, const std::string& save_to = "", int more = 0) {
   Outcome out;
-  MPI_Comm comm = first_ranks(l.P * l.R);
+  MPI_Comm comm = first_ranks(l.ranks());
   if (comm == MPI_COMM_NULL) return out;
   auto executor = make_executor(train, l, comm);
   out.status = executor.status();
@@ -263,7 +268,7 @@ class PipelineCheckpoint : public ::testing::Test {
 };
 
 TEST_F(PipelineCheckpoint, SaveLoadAndContinueIsBitIdentical) {
-  for (const Layout& l : layouts({"gpipe", "1f1b", "interleaved", "zb-h1"})) {
+  for (const Layout& l : layouts({"gpipe", "1f1b", "interleaved", "zb-h1", "pipefb"})) {
     const TrainSettings settings = checkpoint_gpt(4 * l.R);
     const std::string file = path("resume-" + l.schedule + "-" + std::to_string(l.P) + "-" +
                                   std::to_string(l.R) + ".h5");

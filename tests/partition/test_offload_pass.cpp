@@ -85,6 +85,34 @@ TEST(OffloadPass, LargeKeepChangesNothing) {
   EXPECT_EQ(out->lists, schedule->lists);
 }
 
+TEST(OffloadPass, PipeFBOffloadsOnBackwardRanksRightAfterTheStashArrives) {
+  // The forward ranks' stashes leave with SS and stay as they are; on the backward ranks a
+  // stash arrives with RS, and keep = 0 sends it out while the rank waits for its gradient.
+  // No other stash arrives before its W, so keep = 1 offloads nothing.
+  const Schedule s = offloaded("pipefb", {2, 2, 1, false}, {0, 1});
+  auto plain = make_schedule("pipefb", {2, 2, 1, false});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(s.lists[0], plain->lists[0]);
+  EXPECT_EQ(s.lists[1], plain->lists[1]);
+  EXPECT_EQ(joined(s.lists[2]),
+            "RS0.0<0 OF0.0 PF0.0 RG0.0<3 B0.0 W0.0 RS1.0<0 OF1.0 PF1.0 RG1.0<3 B1.0 W1.0 OPT SP0>0");
+  EXPECT_EQ(offload_keep_limit(*plain), 1);
+  EXPECT_EQ(insert_offload(*plain, {1, 1})->lists, plain->lists);
+}
+
+TEST(OffloadPass, KeepLimitIsTheFirstKeepThatOffloadsNothing) {
+  for (const std::string name : {"gpipe", "1f1b", "zb-h1", "interleaved-1f1b"}) {
+    auto schedule = make_schedule(name, {2, 4, name == "interleaved-1f1b" ? 2 : 1, false});
+    ASSERT_TRUE(schedule.ok());
+    const int limit = offload_keep_limit(*schedule);
+    ASSERT_GT(limit, 0) << name;
+    EXPECT_EQ(insert_offload(*schedule, {limit, 1})->lists, schedule->lists) << name;
+    EXPECT_NE(insert_offload(*schedule, {limit - 1, 1})->lists, schedule->lists) << name;
+  }
+  // GPipe on one rank: stash 0 sees the other m - 1 forwards before its W.
+  EXPECT_EQ(offload_keep_limit(*make_schedule("gpipe", {1, 8, 1, false})), 8);
+}
+
 TEST(OffloadPass, RejectsNegativePolicyValues) {
   auto schedule = make_schedule("gpipe", {2, 2, 1, false});
   ASSERT_TRUE(schedule.ok());
@@ -217,6 +245,44 @@ TEST(OffloadPass, ZbH1DeferredWeightsAreWhatTheBoundAdds) {
   ASSERT_TRUE(zb.ok() && fused.ok());
   EXPECT_EQ(deferred_weights(fused->lists[3]), 0);
   EXPECT_GT(deferred_weights(zb->lists[3]), 0);
+}
+
+}  // namespace
+}  // namespace spw::sched
+
+namespace spw::sched {
+namespace {
+
+// PipeFB: the forward rank ships every stash away and offloads none; the backward rank's
+// stashes arrive with RecvStash, and keep counts the arrivals overlapping one stash.
+TEST(OffloadPass, PipeFbOffloadsOnTheBackwardRankAfterEachRecvStash) {
+  const Schedule s = offloaded("pipefb", {1, 3, 1, false}, {0, 1});
+  EXPECT_EQ(joined(s.lists[0]), "F0.0 SS0.0>1 F1.0 SS1.0>1 F2.0 SS2.0>1 RP0<1");
+  EXPECT_EQ(joined(s.lists[1]),
+            "RS0.0<0 OF0.0 PF0.0 B0.0 W0.0 RS1.0<0 OF1.0 PF1.0 B1.0 W1.0 RS2.0<0 OF2.0 PF2.0 "
+            "B2.0 W2.0 OPT SP0>0");
+  // With keep = 1 nothing overlaps: every stash is freed before the next one arrives.
+  const Schedule kept = offloaded("pipefb", {1, 3, 1, false}, {1, 1});
+  auto plain = make_schedule("pipefb", {1, 3, 1, false});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(kept.lists, plain->lists);
+}
+
+TEST(OffloadPass, EveryPipeFbShapeValidates) {
+  for (int P = 1; P <= 3; ++P)
+    for (int m = 1; m <= 6; ++m)
+      for (int keep = 0; keep <= 2; ++keep) {
+        SCOPED_TRACE("P=" + std::to_string(P) + " m=" + std::to_string(m) +
+                     " keep=" + std::to_string(keep));
+        auto schedule = make_schedule("pipefb", {P, m, 1, P == 2});
+        ASSERT_TRUE(schedule.ok()) << schedule.status().message();
+        auto out = insert_offload(*schedule, {keep, 1});
+        ASSERT_TRUE(out.ok()) << out.status().message();
+        for (int r = 0; r < P; ++r) {  // forward ranks: untouched
+          EXPECT_EQ(out->lists[static_cast<std::size_t>(r)],
+                    schedule->lists[static_cast<std::size_t>(r)]);
+        }
+      }
 }
 
 }  // namespace

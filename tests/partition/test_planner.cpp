@@ -11,9 +11,11 @@
 #include <vector>
 
 #include "partition/generators.hpp"
+#include "partition/offload_pass.hpp"
 #include "partition/planner.hpp"
 #include "partition/planner_bound.hpp"
 #include "partition/planner_split.hpp"
+#include "partition/planner_test_support.hpp"
 
 namespace spw::sched {
 namespace {
@@ -57,21 +59,34 @@ RankTopology random_topology(std::mt19937_64& rng, int ranks) {
 struct Best {
   double iteration_s = std::numeric_limits<double>::infinity();
   std::int64_t smallest_peak = std::numeric_limits<std::int64_t>::max();
+  std::int64_t smallest_plain_peak = std::numeric_limits<std::int64_t>::max();  // no offload
   int evaluated = 0;
 };
 
-// Every point of the planner's search space, each simulated: the reference.
+// The schedules a request lets the planner use, PipeFB included where its layout allows.
+std::vector<std::string> allowed_schedules(const PlanRequest& q) {
+  std::vector<std::string> names;
+  if (q.layout != LayoutChoice::pipefb)
+    for (const std::string& name : q.schedules)
+      if (name != "pipefb") names.push_back(name);
+  if (q.layout != LayoutChoice::classic) names.emplace_back("pipefb");
+  return names;
+}
+
+// Every point of the planner's search space, each simulated, with every offload policy the
+// request allows: the reference.
 Best brute_force(const PlanRequest& q) {
   Best best;
   const int N = q.topology.ranks, n = static_cast<int>(q.profile.blocks.size());
   const std::int64_t cap = q.memory_cap_bytes.value_or(std::numeric_limits<std::int64_t>::max());
   std::vector<int> identity(static_cast<std::size_t>(N));
   std::iota(identity.begin(), identity.end(), 0);
-  for (int P = 1; P <= N; ++P) {
-    if (N % P || q.global_batch % (N / P)) continue;
-    const int R = N / P;
-    for (const std::string& name : q.schedules) {
-      const bool interleaved = name == "interleaved-1f1b";
+  for (const std::string& name : allowed_schedules(q)) {
+    const bool interleaved = name == "interleaved-1f1b";
+    const int per_stage = name == "pipefb" ? 2 : 1;
+    for (int P = 1; P <= N; ++P) {
+      if (N % (per_stage * P) || q.global_batch % (N / (per_stage * P))) continue;
+      const int R = N / (per_stage * P);
       for (int v = interleaved ? 2 : 1; v <= (interleaved ? q.limits.max_chunks : 1); ++v)
         for (int m = 1; m <= q.limits.max_microbatches; ++m) {
           if ((q.global_batch / R) % m || (interleaved && m % P) || P * v > n) continue;
@@ -81,19 +96,32 @@ Best brute_force(const PlanRequest& q) {
           l.microbatch_samples = q.global_batch / R / m;
           const auto schedule = make_schedule(name, {P, m, v, R > 1});
           EXPECT_TRUE(schedule.ok()) << schedule.status().message();
+          // Every distinct policy: keep below the first that offloads nothing.
+          std::vector<std::pair<OffloadChoice, Schedule>> variants{{{}, *schedule}};
+          if (q.offload.choose)
+            for (OffloadTier tier : q.offload.tiers)
+              for (int keep = 0; keep < offload_keep_limit(*schedule); ++keep)
+                for (int lookahead = 0; lookahead <= q.limits.max_lookahead; ++lookahead)
+                  variants.push_back({{tier, keep, lookahead}, *insert_offload(*schedule, {keep, lookahead})});
           const BlockSums blocks = scale_blocks(q.profile, l.microbatch_samples);
           for (const auto& stages : all_partitions(n, P * v, 1 << 30)) {
             l.stages = stages;
             std::vector<int> world = identity;
             do {
               l.world_rank = world;
-              const auto p = predict(*schedule, blocks, q.topology, l);
-              EXPECT_TRUE(p.ok()) << p.status().message();
-              ++best.evaluated;
-              const std::int64_t peak =
-                  *std::max_element(p->peak_memory_bytes.begin(), p->peak_memory_bytes.end());
-              best.smallest_peak = std::min(best.smallest_peak, peak);
-              if (peak <= cap) best.iteration_s = std::min(best.iteration_s, p->iteration_s);
+              for (const auto& [offload, offloaded] : variants) {
+                l.offload = offload;
+                if (!check_layout(q.profile, q.topology, l).ok()) continue;  // peer, no partner
+                const auto p = predict(offloaded, blocks, q.topology, l, false, q.offload.bandwidth);
+                EXPECT_TRUE(p.ok()) << p.status().message();
+                ++best.evaluated;
+                const std::int64_t peak =
+                    *std::max_element(p->peak_memory_bytes.begin(), p->peak_memory_bytes.end());
+                best.smallest_peak = std::min(best.smallest_peak, peak);
+                if (offload.tier == OffloadTier::none)
+                  best.smallest_plain_peak = std::min(best.smallest_plain_peak, peak);
+                if (peak <= cap) best.iteration_s = std::min(best.iteration_s, p->iteration_s);
+              }
             } while (std::next_permutation(world.begin(), world.end()));
           }
         }
@@ -102,64 +130,115 @@ Best brute_force(const PlanRequest& q) {
   return best;
 }
 
-TEST(Planner, EqualsExhaustiveSearchOnRandomSmallCases) {
-  std::mt19937_64 rng(20261124);
-  int capped = 0, infeasible = 0, simulations = 0, evaluated = 0;
-  for (int trial = 0; trial < 300; ++trial) {
+struct PropertyCounts {
+  int capped = 0, infeasible = 0, simulations = 0, evaluated = 0, offloaded = 0, split = 0;
+};
+
+// Random small requests (<= 8 blocks, <= 4 ranks, random directed links, a third with a cap
+// between the smallest peak found and twice it): the planner's plan equals brute force.
+// `configure` sets what the trial varies beyond the common draw. `offload_caps`: two thirds
+// of the trials get a cap, and where offloading lowers the smallest peak, one that only
+// plans with offload meet.
+template <class Configure>
+PropertyCounts check_against_brute_force(std::uint64_t seed, int trials, Configure configure,
+                                         bool offload_caps = false, int max_blocks = 8) {
+  std::mt19937_64 rng(seed);
+  PropertyCounts counts;
+  for (int trial = 0; trial < trials; ++trial) {
     PlanRequest q;
     const int ranks = std::uniform_int_distribution<int>(1, 4)(rng);
-    q.profile = random_profile(rng, std::uniform_int_distribution<int>(1, 8)(rng));
+    q.profile = random_profile(rng, std::uniform_int_distribution<int>(1, max_blocks)(rng));
     q.topology = random_topology(rng, ranks);
     q.global_batch = std::vector<int>{1, 2, 4, 6, 8, 12, 16}[std::uniform_int_distribution<int>(0, 6)(rng)];
     q.limits.max_microbatches = trial % 2 ? 4 : 8;
     q.limits.max_chunks = std::uniform_int_distribution<int>(2, 3)(rng);
-    if (trial % 5 == 0) q.schedules = {"1f1b", "zb-h1"};
+    configure(trial, rng, q);
     const Best unconstrained = brute_force(q);
-    // A third of the cases get a cap between the smallest peak and twice it.
-    if (trial % 3 == 1) {
-      q.memory_cap_bytes = unconstrained.smallest_peak +
-                           std::uniform_int_distribution<std::int64_t>(
-                               -unconstrained.smallest_peak / 8, unconstrained.smallest_peak)(rng);
-      ++capped;
+    const bool capped = offload_caps ? trial % 3 != 0 : trial % 3 == 1;
+    const std::int64_t low = unconstrained.smallest_peak;
+    if (capped && offload_caps && unconstrained.smallest_plain_peak > low) {
+      q.memory_cap_bytes = std::uniform_int_distribution<std::int64_t>(
+          low, unconstrained.smallest_plain_peak - 1)(rng);
+    } else if (capped) {
+      q.memory_cap_bytes = low + std::uniform_int_distribution<std::int64_t>(-low / 8, low)(rng);
     }
-    const Best reference = trial % 3 == 1 ? brute_force(q) : unconstrained;
-    evaluated += reference.evaluated;
+    counts.capped += capped;
+    const Best reference = capped ? brute_force(q) : unconstrained;
+    counts.evaluated += reference.evaluated;
     const auto plan = make_plan(q);
     const std::string what = "trial " + std::to_string(trial) + ": " +
                              std::to_string(q.profile.blocks.size()) + " blocks, " +
                              std::to_string(ranks) + " ranks, batch " +
-                             std::to_string(q.global_batch);
+                             std::to_string(q.global_batch) + ", layout " +
+                             std::to_string(static_cast<int>(q.layout));
     if (reference.evaluated == 0) {  // no P divides the ranks with R dividing the batch
       EXPECT_EQ(plan.status().code(), StatusCode::invalid_argument) << what;
       continue;
     }
     if (std::isinf(reference.iteration_s)) {
-      ++infeasible;
-      ASSERT_FALSE(plan.ok()) << what;
+      ++counts.infeasible;
+      EXPECT_FALSE(plan.ok()) << what;
       EXPECT_EQ(plan.status().code(), StatusCode::memory_cap) << what;
       continue;
     }
-    ASSERT_TRUE(plan.ok()) << what << ": " << plan.status().message();
+    EXPECT_TRUE(plan.ok()) << what << ": " << plan.status().message();
+    if (!plan.ok()) continue;
     EXPECT_TRUE(plan->exact) << what << "\n" << plan->explanation;
     EXPECT_NEAR(plan->iteration_s, reference.iteration_s, 1e-12 * reference.iteration_s)
         << what << "\n" << plan->explanation;
     // The plan is what it says: simulating its layout again gives its numbers.
-    const auto again = predict(q.profile, q.topology, *plan);
-    ASSERT_TRUE(again.ok()) << again.status().message();
+    const auto again = predict(q.profile, q.topology, *plan, q.offload.bandwidth);
+    EXPECT_TRUE(again.ok()) << again.status().message();
+    if (!again.ok()) continue;
     EXPECT_EQ(again->iteration_s, plan->iteration_s) << what;
     EXPECT_EQ(again->peak_memory_bytes, plan->peak_memory_bytes) << what;
     for (std::int64_t peak : plan->peak_memory_bytes)
       EXPECT_LE(peak, q.memory_cap_bytes.value_or(peak));
     EXPECT_LE(plan->mapping_lower_bound_s, plan->iteration_s * (1 + 1e-12)) << what;
-    simulations += plan->simulations;
+    counts.simulations += plan->simulations;
+    counts.offloaded += plan->offload.tier != OffloadTier::none;
+    counts.split += plan->schedule == "pipefb";
   }
-  // The cases must exercise the cap, including caps nothing fits.
-  EXPECT_GT(capped, 50);
-  EXPECT_GT(infeasible, 0);
+  return counts;
+}
+
+TEST(Planner, EqualsExhaustiveSearchOnRandomSmallCases) {
+  // Layout automatic (classic schedules and PipeFB) in most trials, classic or PipeFB alone
+  // in some.
+  const PropertyCounts counts =
+      check_against_brute_force(20261124, 300, [](int trial, std::mt19937_64&, PlanRequest& q) {
+        if (trial % 5 == 0) q.schedules = {"1f1b", "zb-h1"};
+        if (trial % 7 == 3) q.layout = LayoutChoice::classic;
+        if (trial % 7 == 5) q.layout = LayoutChoice::pipefb;
+      });
+  // The cases must exercise the cap, including caps nothing fits, and PipeFB must win some.
+  EXPECT_GT(counts.capped, 50);
+  EXPECT_GT(counts.infeasible, 0);
+  EXPECT_GT(counts.split, 10);
   // Pruning is the point: far fewer simulations than exhaustive search.
-  EXPECT_LT(simulations * 5, evaluated);
-  std::printf("%d simulations by the planner against %d by exhaustive search\n", simulations,
-              evaluated);
+  EXPECT_LT(counts.simulations * 5, counts.evaluated);
+  std::printf("%d simulations by the planner against %d by exhaustive search; %d PipeFB plans\n",
+              counts.simulations, counts.evaluated, counts.split);
+}
+
+TEST(Planner, WithOffloadEqualsExhaustiveSearchOverPoliciesToo) {
+  const PropertyCounts counts =
+      check_against_brute_force(20261125, 80, [](int trial, std::mt19937_64& rng, PlanRequest& q) {
+        q.offload.choose = true;
+        q.limits.max_lookahead = 1;
+        q.limits.max_microbatches = 4;
+        // Stashes heavier than the state, as in activation-bound models.
+        for (BlockProfile& b : q.profile.blocks) b.stash_bytes *= 8;
+        if (trial % 4 == 0) q.offload.tiers = {OffloadTier::peer};
+        if (trial % 4 == 2) q.offload.tiers = {OffloadTier::file};
+        // From a little over a stash per pass to far faster.
+        q.offload.bandwidth.file_bytes_per_s =
+            std::exp(std::uniform_real_distribution<double>(std::log(5e7), std::log(5e9))(rng));
+      }, /*offload_caps=*/true, /*max_blocks=*/6);
+  EXPECT_GT(counts.capped, 40);
+  EXPECT_GT(counts.offloaded, 6);
+  std::printf("%d simulations by the planner against %d by exhaustive search; %d plans offload\n",
+              counts.simulations, counts.evaluated, counts.offloaded);
 }
 
 ModelProfile uniform_profile(int blocks, std::int64_t parameter_bytes) {
@@ -258,18 +337,9 @@ TEST(Planner, PutsStagesThatExchangeActivationsOnWellConnectedRanks) {
   // 4 GiB of state per block and a 10 GiB cap: two blocks per rank, so P = 4.
   q.profile = uniform_profile(8, std::int64_t{1} << 30);
   for (BlockProfile& b : q.profile.blocks) b.activation_bytes = std::int64_t{256} << 20;
-  // 2 nodes x 2 ranks: 10 GB/s inside a node, 100 MB/s between nodes.
-  q.topology = *synthetic_topology(2, 2, {1e10, 1e-6}, {1e8, 1e-4});
-  // Rank 0 on node 1 and rank 2 on node 0, so the identity mapping is wrong.
-  std::swap(q.topology.node_of[0], q.topology.node_of[2]);
-  for (int a = 0; a < 4; ++a)
-    for (int b = 0; b < 4; ++b)
-      if (a != b)
-        q.topology.links[static_cast<std::size_t>(a * 4 + b)] =
-            q.topology.node_of[static_cast<std::size_t>(a)] ==
-                    q.topology.node_of[static_cast<std::size_t>(b)]
-                ? Link{1e10, 1e-6}
-                : Link{1e8, 1e-4};
+  // 2 nodes x 2 ranks: 10 GB/s inside a node, 100 MB/s between nodes; rank 0 on node 1
+  // and rank 2 on node 0.
+  q.topology = two_nodes_with_ranks_swapped(0, 2, {1e10, 1e-6}, {1e8, 1e-4});
   q.global_batch = 8;
   q.schedules = {"1f1b"};
   q.memory_cap_bytes = std::int64_t{10} << 30;
@@ -329,27 +399,53 @@ TEST(Planner, RejectsBadRequestsNamingTheValue) {
   q.global_batch = 4;
   q.schedules = {"1f1b", "pipedream"};
   EXPECT_EQ(make_plan(q).status().message(),
-            "planner: unknown schedule 'pipedream' (known: gpipe, 1f1b, interleaved-1f1b, zb-h1)");
-  // Until the planner maps a stage to two ranks, PipeFB is refused rather than mis-modelled.
+            "planner: unknown schedule 'pipedream' (known: gpipe, 1f1b, interleaved-1f1b, zb-h1, "
+            "pipefb)");
   q.schedules = {"1f1b", "pipefb"};
-  EXPECT_EQ(make_plan(q).status().code(), StatusCode::unsupported);
-  EXPECT_EQ(make_plan(q).status().message(), "planner: the planner does not model pipefb yet");
+  q.layout = LayoutChoice::classic;
+  EXPECT_EQ(make_plan(q).status().message(),
+            "planner: schedule 'pipefb' puts a stage on two ranks, which layout classic forbids; "
+            "drop it from the schedules or ask for layout automatic or pipefb");
   q.schedules = {"1f1b"};
+  q.layout = LayoutChoice::automatic;
+  q.offload.choose = true;
+  q.offload.tiers = {OffloadTier::file, OffloadTier::host};
+  EXPECT_EQ(make_plan(q).status().message(),
+            "planner: the host offload tier is not modelled (the rank topology does not say "
+            "whether a rank has a second memory node): choose among file and peer");
+  q.offload.tiers = {OffloadTier::file};
+  q.offload.bandwidth.file_bytes_per_s = 0;
+  EXPECT_EQ(make_plan(q).status().message(),
+            "planner: offload: the file tier's bandwidth = 0.000000 bytes/s must be a positive "
+            "finite number");
+  q.offload = {};
   q.memory_cap_bytes = 0;
   EXPECT_NE(make_plan(q).status().message().find("memory_cap_bytes = 0 must be >= 1"),
             std::string::npos);
+  // PipeFB on 3 ranks: no stage can have its two ranks in every replica.
+  q.memory_cap_bytes.reset();
+  q.topology = *synthetic_topology(1, 3, {1e10, 0}, {1e10, 0});
+  q.global_batch = 3;
+  q.layout = LayoutChoice::pipefb;
+  EXPECT_EQ(make_plan(q).status().message(),
+            "planner: no pipeline shape fits: the global batch 3 must be divisible by the number "
+            "of replicas, schedules must be non-empty, the model needs at least one block per "
+            "stage, and pipefb needs an even number of ranks per replica (2 per stage)");
 }
 
 // The bound the search prunes with equals the simulator on equal stages and free links.
 TEST(PlannerBound, MatchesTheSimulatorOnEqualStages) {
-  for (const std::string name : {"gpipe", "1f1b", "zb-h1", "interleaved-1f1b"})
+  for (const std::string name : {"gpipe", "1f1b", "zb-h1", "interleaved-1f1b", "pipefb"})
     for (int P : {1, 2, 4})
       for (int m : {4, 8}) {
         const int v = name == "interleaved-1f1b" ? 2 : 1;
         const auto schedule = make_schedule(name, {P, m, v, false});
         ASSERT_TRUE(schedule.ok());
         CostModel costs;
-        costs.stages.assign(static_cast<std::size_t>(P * v), StageCost{1.0 / v, 1.0 / v, 1.0 / v});
+        // PipeFB's closed form wants F = B + W.
+        costs.stages.assign(static_cast<std::size_t>(P * v),
+                            name == "pipefb" ? StageCost{1.0, 0.5, 0.5}
+                                             : StageCost{1.0 / v, 1.0 / v, 1.0 / v});
         const auto sim = simulate(*schedule, costs);
         ASSERT_TRUE(sim.ok());
         const std::vector<Link> free(static_cast<std::size_t>(P * v - 1));

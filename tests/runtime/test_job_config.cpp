@@ -374,8 +374,34 @@ TEST(JobConfigEnums, ListAllowedValues) {
             "job.toml:4: 'parallel.layout' must be one of \"auto\", \"classic\" or \"pipefb\", "
             "got \"fancy\"");
   EXPECT_EQ(error_of(kTrain + "[offload]\ntier = \"disk\"\n"),
-            "job.toml:4: 'offload.tier' must be one of \"none\", \"host\", \"file\" or \"peer\", "
-            "got \"disk\"");
+            "job.toml:4: 'offload.tier' must be one of \"none\", \"host\", \"file\", \"peer\" "
+            "or \"auto\", got \"disk\"");
+}
+
+TEST(JobConfigOffload, AutoTierIsThePlannersToChooseAndIsReportedAsAuto) {
+  Result<JobConfig> job = parse(kGptS, {"offload.tier=auto", "memory.cap=1GiB"});
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  EXPECT_EQ(job->offload.tier, OffloadTier::automatic);
+  EXPECT_EQ(to_string(OffloadTier::automatic), "auto");
+  // report.json's config section carries the job as written: "auto", not the plan's tier.
+  EXPECT_EQ(to_json(*job)["offload"]["tier"], "auto");
+  // And a report's config reads back as the same job.
+  Result<JobConfig> reread = parse_job_string(
+      "[offload]\ntier = \"auto\"\n[train]\nsteps = 1\n", "report.toml", {});
+  ASSERT_TRUE(reread.ok()) << reread.status().message();
+  EXPECT_EQ(reread->offload.tier, OffloadTier::automatic);
+}
+
+TEST(JobConfigOffload, AutoTierNeedsPlannedStages) {
+  EXPECT_EQ(error_of(kTrain + "[parallel]\nstages = 2\n[offload]\ntier = \"auto\"\n"),
+            "job.toml:6: offload.tier = \"auto\" lets the planner choose the offload, which "
+            "needs parallel.stages = \"auto\": set parallel.stages = \"auto\" or choose a tier "
+            "(\"none\", \"file\", \"peer\" or \"host\")");
+  // A --set that makes the clash takes the blame.
+  EXPECT_EQ(error_of(std::string(kGptS) + "[offload]\ntier = \"auto\"\n", {"parallel.stages=2"}),
+            "--set parallel.stages=2: offload.tier = \"auto\" lets the planner choose the "
+            "offload, which needs parallel.stages = \"auto\": set parallel.stages = \"auto\" "
+            "or choose a tier (\"none\", \"file\", \"peer\" or \"host\")");
 }
 
 TEST(JobConfigRanges, Model) {
@@ -685,6 +711,7 @@ TEST(JobConfigJson, RoundTripsThroughAJobFile) {
       {kEverything, {}},
       {kEverything, {"parallel.stages=5", "train.optimizer=sgd", "memory.cap=12345"}},
       {kTrain, {"data.source=synthetic"}},
+      {kGptS, {"offload.tier=auto"}},
   };
   for (const auto& [text, overrides] : jobs) {
     Result<JobConfig> original = parse(text, overrides);

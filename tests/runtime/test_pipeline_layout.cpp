@@ -47,6 +47,38 @@ TEST(PipelineLayout, AutoUsesOneStagePerPipelineRank) {
   EXPECT_EQ(layout->stage_count(), 3);
 }
 
+TEST(PipelineLayout, PipeFbGivesEveryStageAForwardAndABackwardRank) {
+  ParallelConfig parallel;
+  parallel.layout = Layout::pipefb;
+  parallel.replicas = 2;
+  auto layout = make_pipeline_layout(parallel, 10, 16, 4, 8);
+  ASSERT_TRUE(layout.ok()) << layout.status().message();
+  EXPECT_EQ(layout->schedule, "pipefb");
+  EXPECT_EQ(layout->stage_count(), 2);
+  EXPECT_EQ(layout->pipeline_ranks, 2);
+  EXPECT_EQ(layout->ranks_in_pipeline(), 4);
+  EXPECT_EQ(layout->world_size(), 8);
+  EXPECT_EQ(layout->pipeline_rank_of(6), 2);  // replica 1's first backward rank
+  EXPECT_EQ(layout->replica_of(6), 1);
+  EXPECT_NE(layout->describe().find("on 4 ranks (forward and backward apart)"), std::string::npos);
+}
+
+TEST(PipelineLayout, PipeFbNamesTheRankCountItNeeds) {
+  ParallelConfig parallel = stages(2);
+  parallel.layout = Layout::pipefb;
+  EXPECT_NE(error_of(make_pipeline_layout(parallel, 10, 16, 4, 3)).find("mpirun -n 4"),
+            std::string::npos);
+  ParallelConfig automatic;
+  automatic.layout = Layout::pipefb;
+  EXPECT_NE(error_of(make_pipeline_layout(automatic, 10, 16, 4, 1)).find("mpirun -n 2"),
+            std::string::npos);
+  ParallelConfig chunked = stages(2);
+  chunked.layout = Layout::pipefb;
+  chunked.chunks = 2;
+  EXPECT_NE(error_of(make_pipeline_layout(chunked, 10, 16, 4, 4)).find("parallel.chunks = 1"),
+            std::string::npos);
+}
+
 TEST(PipelineLayout, InterleavedHoldsSeveralChunksPerRank) {
   ParallelConfig parallel = stages(4);
   parallel.chunks = 2;

@@ -1,12 +1,16 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "kernels/memory_ledger.hpp"
 #include "runtime/job_config.hpp"
+#include "runtime/model.hpp"
+#include "runtime/parameter_store.hpp"
 #include "runtime/train_command.hpp"
 #include "runtime/trainer.hpp"
 
@@ -139,6 +143,46 @@ TEST(Trainer, MemoryCapTooSmallNamesTheCap) {
   EXPECT_NE(trainer.status().message().find("memory cap exceeded: need"), std::string::npos)
       << trainer.status().message();
   ASSERT_TRUE(MemoryLedger::process().set_cap(std::nullopt).ok());
+}
+
+}  // namespace
+}  // namespace spw
+
+namespace spw {
+namespace {
+
+// A forward-only copy of a stage (PipeFB's forward rank) holds its parameters, identical
+// to the full copy's, and no gradient memory; the scope ends with its block.
+TEST(WithoutGradients, AStageBuiltInsideHoldsValuesButNoGradients) {
+  const TrainSettings settings = tiny_gpt(1);
+  auto gradient_bytes = [] {
+    return MemoryLedger::process().snapshot().current_of(MemoryCategory::gradients);
+  };
+  const std::size_t before = gradient_bytes();
+  std::unique_ptr<Model> forward_only;
+  {
+    WithoutGradients scope;
+    auto built = Model::build(settings.model, 0, 2);
+    ASSERT_TRUE(built.ok()) << built.status().message();
+    forward_only = std::move(built).value();
+  }
+  EXPECT_EQ(gradient_bytes(), before);
+  ASSERT_TRUE(forward_only->init_parameters(settings.seed).ok());
+  auto full = Model::build(settings.model, 0, 2);
+  ASSERT_TRUE(full.ok());
+  ASSERT_TRUE((*full)->init_parameters(settings.seed).ok());
+  EXPECT_GT(gradient_bytes(), before);  // the scope has ended
+  const auto a = forward_only->parameters();
+  const auto b = (*full)->parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].name, b[i].name);
+    EXPECT_EQ(a[i].grad->allocation(), nullptr) << a[i].name;
+    ASSERT_EQ(a[i].value->numel(), b[i].value->numel());
+    EXPECT_TRUE(std::equal(a[i].value->data(), a[i].value->data() + a[i].value->numel(),
+                           b[i].value->data()))
+        << a[i].name;
+  }
 }
 
 }  // namespace
