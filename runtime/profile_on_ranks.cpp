@@ -7,6 +7,24 @@
 
 namespace spw {
 
+namespace {
+
+Result<sched::ModelProfile> median_of_texts(const std::string& all, const std::vector<int>& lengths,
+                                            const std::vector<int>& offsets) {
+  std::vector<sched::ModelProfile> profiles;
+  for (std::size_t r = 0; r < lengths.size(); ++r) {
+    SPW_ASSIGN_OR_RETURN(sched::ModelProfile profile,
+                         sched::profile_from_json(
+                             std::string_view(all).substr(static_cast<std::size_t>(offsets[r]),
+                                                          static_cast<std::size_t>(lengths[r])),
+                             "profile of rank " + std::to_string(r)));
+    profiles.push_back(std::move(profile));
+  }
+  return sched::median_profile(profiles);
+}
+
+}  // namespace
+
 Result<sched::ModelProfile> profile_on_all_ranks(const TrainSettings& settings,
                                                  const ProfileOptions& options, MPI_Comm comm) {
   int rank = 0, size = 1;
@@ -30,18 +48,12 @@ Result<sched::ModelProfile> profile_on_all_ranks(const TrainSettings& settings,
   SPW_TRY(mpi_check(MPI_Gatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(),
                                 offsets.data(), MPI_CHAR, 0, comm),
                     "gathering profiles"));
-  if (rank != 0) return mine;
-  std::vector<sched::ModelProfile> profiles;
-  for (int r = 0; r < size; ++r) {
-    const auto at = static_cast<std::size_t>(r);
-    SPW_ASSIGN_OR_RETURN(sched::ModelProfile profile,
-                         sched::profile_from_json(
-                             std::string_view(all).substr(static_cast<std::size_t>(offsets[at]),
-                                                          static_cast<std::size_t>(lengths[at])),
-                             "profile of rank " + std::to_string(r)));
-    profiles.push_back(std::move(profile));
-  }
-  return sched::median_profile(profiles);
+  // Rank 0 combines; what it finds wrong every rank must hear, or the others would go on
+  // into the next collective alone.
+  Result<sched::ModelProfile> combined = mine;
+  if (rank == 0) combined = median_of_texts(all, lengths, offsets);
+  SPW_TRY(agree_on_status(comm, combined.status()));
+  return combined;
 }
 
 }  // namespace spw
