@@ -96,7 +96,13 @@ std::vector<NumaNodeInfo> Topology::numa_nodes() const {
     info.logical_index = i;
     info.os_index = obj->os_index;
     info.local_memory_bytes = obj->attr ? obj->attr->numanode.local_memory : 0;
-    if (obj->subtype) info.kind = obj->subtype;
+    // hwloc names the kind in the subtype where the platform tells it (HBM, MCDRAM, DRAM,
+    // NVM, ...), and for memory behind a DAX device only in the DAXType info (NVM or SPM).
+    if (obj->subtype) {
+      info.kind = obj->subtype;
+    } else if (const char* dax = hwloc_obj_get_info_by_name(obj, "DAXType")) {
+      info.kind = dax;
+    }
     info.core_count = hwloc_get_nbobjs_inside_cpuset_by_type(topology_, obj->cpuset,
                                                               HWLOC_OBJ_CORE);
     nodes.push_back(info);

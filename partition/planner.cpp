@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "partition/generators.hpp"
+#include "partition/plan_memory_hint.hpp"
 #include "partition/offload_pass.hpp"
 #include "partition/planner_bound.hpp"
 #include "partition/planner_mapping.hpp"
@@ -607,7 +608,9 @@ Result<Plan> Search::run() {
     return finish(best->first, best->second, exact, why);
   }
 
-  if (!smallest_ && pruned_peak_ < std::numeric_limits<std::int64_t>::max()) {
+  // The candidate the memory bound rejected with the smallest bound may still peak below
+  // every simulated one: the smallest cap that fits is the lower of the two.
+  if (pruned_peak_ < std::numeric_limits<std::int64_t>::max()) {
     Shape& s = shapes_[index(pruned_.shape)];
     const PipelineLayout l = layout(s, pruned_.partition, pruned_.mapping);
     SPW_ASSIGN_OR_RETURN(Evaluated e, evaluate(s, l, bound(s, l)));
@@ -633,10 +636,29 @@ Result<Plan> Search::run() {
     const auto& peaks = smallest_->second.prediction.peak_memory_bytes;
     const auto rank = std::max_element(peaks.begin(), peaks.end()) - peaks.begin();
     const OffloadChoice& o = smallest_->second.offload;
+    const Shape& s = shapes_[index(smallest_->first.shape)];
+    // What the rank holds whatever the schedule (parameters of the stages it serves, and
+    // gradients and optimizer state of those whose backwards it runs) against what comes
+    // and goes with microbatches (stashes, activation and gradient buffers).
+    const PipelineLayout l = layout(s, smallest_->first.partition, smallest_->first.mapping);
+    std::int64_t resident = 0;
+    for (int st = 0; st < static_cast<int>(l.stages.size()); ++st) {
+      const StageRange range = l.stages[index(st)];
+      if (l.backward_list_of(st) == rank)
+        resident += s.blocks->resident_bytes(range);
+      else if (l.forward_list_of(st) == rank)
+        resident += s.blocks->stage(range).parameter_bytes;
+    }
+    const std::int64_t moving = smallest_->second.peak - resident;
     found = "the smallest peak found is " + bytes_text(smallest_->second.peak) +
-            " on pipeline rank " + std::to_string(rank) + " (" +
-            shapes_[index(smallest_->first.shape)].name() +
-            (o.tier != OffloadTier::none ? ", offload " + offload_text(o) : "") + ")";
+            " on pipeline rank " + std::to_string(rank) + " (" + s.name() +
+            (o.tier != OffloadTier::none ? ", offload " + offload_text(o) : "") +
+            "), the smallest cap known to fit; " +
+            (resident >= moving
+                 ? "parameters, gradients and optimizer state dominate it (" + bytes_text(resident) +
+                       "; stashes and transfer buffers " + bytes_text(moving) + ")"
+                 : "activation stashes and transfer buffers dominate it (" + bytes_text(moving) +
+                       "; parameters, gradients and optimizer state " + bytes_text(resident) + ")");
   }
   return error(StatusCode::memory_cap,
                "planner: no plan keeps every rank within the memory cap of " + bytes_text(cap()) +
@@ -743,6 +765,10 @@ Plan Search::finish(const Candidate& c, const Evaluated& e, bool exact, const ch
       (q_.memory_cap_bytes ? " of a " + bytes_text(*q_.memory_cap_bytes) + " cap" : "") + "\n" +
       offload + std::to_string(plan.candidates) + " candidates, " +
       std::to_string(plan.simulations) + " simulations; " + why;
+  if (!q_.memory_cap_bytes) {
+    const std::string warning = node_memory_warning(plan, plan.peak_memory_bytes, topo_);
+    if (!warning.empty()) plan.explanation += "\n" + warning;
+  }
   return plan;
 }
 

@@ -1,5 +1,6 @@
 #include "partition/profile.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -103,6 +104,73 @@ Status check_profile(const ModelProfile& profile) {
     SPW_TRY(check_bytes(where, "optimizer_state_bytes", b.optimizer_state_bytes));
   }
   return Status::success();
+}
+
+Status check_profile_matches(const ModelProfile& profile, const std::string& model,
+                             const std::vector<std::string>& block_names,
+                             std::int64_t microbatch_samples, const std::string& source) {
+  const std::string remedy = ": profile this job with `spillway profile CONFIG` or omit the profile";
+  if (profile.model != model)
+    return bad(source + " was made for the model \"" + profile.model + "\", not the job's \"" +
+               model + "\"" + remedy);
+  if (profile.blocks.size() != block_names.size())
+    return bad(source + " has " + std::to_string(profile.blocks.size()) +
+               " blocks but the job's model has " + std::to_string(block_names.size()) + remedy);
+  for (std::size_t i = 0; i < block_names.size(); ++i)
+    if (profile.blocks[i].name != block_names[i])
+      return bad(source + " names block " + std::to_string(i) + " \"" + profile.blocks[i].name +
+                 "\" but the job's model calls it \"" + block_names[i] + "\"" + remedy);
+  if (profile.microbatch_samples != microbatch_samples)
+    return bad(source + " was measured on microbatches of " +
+               std::to_string(profile.microbatch_samples) + " samples, the job's are " +
+               std::to_string(microbatch_samples) + " (train.batch / train.microbatches)" + remedy);
+  return Status::success();
+}
+
+namespace {
+
+double median_of(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+}  // namespace
+
+Result<ModelProfile> median_profile(const std::vector<ModelProfile>& measured) {
+  if (measured.empty()) return bad("median profile: no profiles to combine");
+  for (const ModelProfile& p : measured) SPW_TRY(check_profile(p));
+  ModelProfile out = measured.front();
+  for (std::size_t k = 1; k < measured.size(); ++k) {
+    const ModelProfile& p = measured[k];
+    const std::string which = "median profile: profile " + std::to_string(k) + " ";
+    if (p.model != out.model || p.microbatch_samples != out.microbatch_samples ||
+        p.blocks.size() != out.blocks.size())
+      return bad(which + "differs from profile 0 in its model, microbatch or blocks");
+    for (std::size_t i = 0; i < out.blocks.size(); ++i) {
+      const BlockProfile &a = out.blocks[i], &b = p.blocks[i];
+      if (a.name != b.name || a.stash_bytes != b.stash_bytes ||
+          a.activation_bytes != b.activation_bytes || a.parameter_bytes != b.parameter_bytes ||
+          a.gradient_bytes != b.gradient_bytes || a.optimizer_state_bytes != b.optimizer_state_bytes)
+        return bad(which + "differs from profile 0 in block " + std::to_string(i) + " (" + a.name +
+                   ") beyond its times");
+    }
+  }
+  const auto median_over = [&](auto field) {
+    std::vector<double> values;
+    for (const ModelProfile& p : measured) values.push_back(field(p));
+    return median_of(std::move(values));
+  };
+  out.optimizer_step_s = median_over([](const ModelProfile& p) { return p.optimizer_step_s; });
+  for (std::size_t i = 0; i < out.blocks.size(); ++i) {
+    BlockProfile& b = out.blocks[i];
+    b.forward_s = median_over([i](const ModelProfile& p) { return p.blocks[i].forward_s; });
+    b.backward_input_s =
+        median_over([i](const ModelProfile& p) { return p.blocks[i].backward_input_s; });
+    b.backward_weight_s =
+        median_over([i](const ModelProfile& p) { return p.blocks[i].backward_weight_s; });
+  }
+  return out;
 }
 
 std::string profile_to_json(const ModelProfile& profile) {

@@ -31,7 +31,9 @@ struct BlockProfile {
 };
 
 struct ModelProfile {
-  std::string model;  // free text, e.g. the job's model name
+  // What was measured, e.g. "gpt layers=8 d_model=256 heads=8 seq=128 vocab=256": a profile
+  // is used only for the model it names (check_profile_matches).
+  std::string model;
   std::vector<BlockProfile> blocks;
   std::int64_t microbatch_samples = 1;  // the samples each measurement above processed
   int threads = 1;                      // per rank, while measuring
@@ -43,6 +45,20 @@ struct ModelProfile {
 // invalid_argument naming the first bad value: no blocks, microbatch_samples or threads < 1,
 // a time that is negative or not finite, a negative byte count.
 Status check_profile(const ModelProfile& profile);
+
+// A profile read from a file describes the job at hand: the same model (its `model` text and
+// block names) and the same microbatch size, since times and stash bytes were measured for
+// exactly those. invalid_argument naming `source`, what differs and how to get a fitting one.
+Status check_profile_matches(const ModelProfile& profile, const std::string& model,
+                             const std::vector<std::string>& block_names,
+                             std::int64_t microbatch_samples, const std::string& source);
+
+// One profile from several measured at once (every rank of a job profiling the same model
+// concurrently, so each figure is taken under the load training puts on the node): per
+// block and pass the median of the measured times, and the median optimizer step. The
+// profiles must agree on everything but times and threads (ranks on nodes with more cores
+// may have more; the result keeps the first profile's); invalid_argument naming what differs.
+Result<ModelProfile> median_profile(const std::vector<ModelProfile>& measured);
 
 // The profile.json format: {"model": "...", "microbatch_samples": 4, "threads": 2,
 // "optimizer_step_s": 0.01, "blocks": [{"name": "embed", "forward_s": ..., every field of

@@ -1,24 +1,17 @@
 #include "runtime/auto_plan.hpp"
 
-#include <nlohmann/json.hpp>
+#include <algorithm>
+#include <cstdio>
 
-#include "partition/planner.hpp"
+#include "partition/plan_memory_hint.hpp"
+#include "runtime/json_file.hpp"
 #include "runtime/mpi_support.hpp"
-#include "runtime/profiler.hpp"
+#include "runtime/plan_record.hpp"
+#include "runtime/profile_on_ranks.hpp"
 #include "runtime/rank_links.hpp"
 
 namespace spw {
 namespace {
-
-OffloadTier runtime_tier(sched::OffloadTier tier) {
-  switch (tier) {
-    case sched::OffloadTier::none: return OffloadTier::none;
-    case sched::OffloadTier::file: return OffloadTier::file;
-    case sched::OffloadTier::peer: return OffloadTier::peer;
-    case sched::OffloadTier::host: return OffloadTier::host;
-  }
-  return OffloadTier::none;
-}
 
 sched::LayoutChoice layout_choice(Layout layout) {
   switch (layout) {
@@ -29,30 +22,9 @@ sched::LayoutChoice layout_choice(Layout layout) {
   return sched::LayoutChoice::automatic;
 }
 
-nlohmann::json plan_to_json(const sched::Plan& plan) {
-  nlohmann::json stages = nlohmann::json::array();
-  for (const auto& range : plan.stages) stages.push_back({range.first, range.last});
-  const nlohmann::json offload = {
-      {"tier", std::string(to_string(runtime_tier(plan.offload.tier)))},
-      {"keep", plan.offload.keep},
-      {"lookahead", plan.offload.lookahead},
-      {"transfer_s", plan.offload_transfer_s},
-      {"exposed_s", plan.offload_exposed_s}};
-  return {{"schedule", plan.schedule},
-          {"pipeline_ranks", plan.pipeline_ranks},
-          {"replicas", plan.replicas},
-          {"chunks", plan.chunks},
-          {"microbatches", plan.microbatches},
-          {"microbatch_samples", plan.microbatch_samples},
-          {"stages", stages},
-          {"world_rank", plan.world_rank},
-          {"iteration_s", plan.iteration_s},
-          {"offload", offload},
-          {"explanation", plan.explanation}};
-}
-
-AutoPlan plan_from_json(const nlohmann::json& j) {
+AutoPlan plan_from_record(const nlohmann::json& record) {
   AutoPlan plan;
+  const nlohmann::json& j = record.at("layout");
   PipelineLayout& l = plan.layout;
   l.schedule = j.at("schedule").get<std::string>();
   l.pipeline_ranks = j.at("pipeline_ranks").get<int>();
@@ -65,66 +37,161 @@ AutoPlan plan_from_json(const nlohmann::json& j) {
     l.stages.push_back({range.at(0).get<int>(), range.at(1).get<int>()});
   }
   plan.world_rank = j.at("world_rank").get<std::vector<int>>();
-  plan.predicted_iteration_s = j.at("iteration_s").get<double>();
-  plan.explanation = j.at("explanation").get<std::string>();
+  plan.predicted_iteration_s = record.at("predicted").at("iteration_seconds").get<double>();
+  plan.explanation = record.at("explanation").get<std::string>();
   const nlohmann::json& offload = j.at("offload");
   const std::string tier = offload.at("tier").get<std::string>();
   for (OffloadTier t : {OffloadTier::none, OffloadTier::file, OffloadTier::peer, OffloadTier::host})
     if (to_string(t) == tier) plan.offload_tier = t;
   plan.offload_keep = offload.at("keep").get<int>();
   plan.offload_lookahead = offload.at("lookahead").get<int>();
+  plan.record = record;
   return plan;
 }
 
-// Rank 0's part: profile, plan, describe.
+// Rank 0's part: keep the profile, plan (or predict `requested`), keep the plan.
 Result<nlohmann::json> plan_on_rank_zero(const TrainSettings& settings,
+                                         const sched::ModelProfile& profile,
                                          const sched::RankTopology& topology,
-                                         const std::string& output_dir) {
-  ProfileOptions options;
-  options.microbatch_samples = std::max<std::int64_t>(1, settings.batch / settings.microbatches);
-  SPW_ASSIGN_OR_RETURN(sched::ModelProfile profile, profile_model(settings, options));
+                                         const std::string& output_dir,
+                                         const PipelineLayout* requested,
+                                         const OffloadConfig& requested_offload) {
   if (!output_dir.empty()) SPW_TRY(sched::write_profile(output_dir + "/profile.json", profile));
-  sched::PlanRequest request;
-  request.profile = profile;
-  request.topology = topology;
-  request.global_batch = settings.batch;
-  if (settings.memory_cap) {
-    request.memory_cap_bytes = static_cast<std::int64_t>(*settings.memory_cap);
+  PlanSources sources;
+  sources.how = requested ? "the job's own layout, predicted" : "searched by the planner";
+  sources.profile = "measured on all " + std::to_string(topology.ranks) +
+                    " ranks at once, the median per block over the ranks, " +
+                    std::to_string(profile.threads) + " thread(s) on rank 0";
+  sources.links = "measured by ping-pongs between the ranks" +
+                  (output_dir.empty() ? std::string()
+                                      : ", cached in " + output_dir + "/topology-" +
+                                            std::to_string(topology.ranks) + "-*.json");
+  sched::Plan plan;
+  if (requested) {
+    SPW_ASSIGN_OR_RETURN(plan, predict_layout(settings, profile, topology, *requested,
+                                              requested_offload));
+  } else {
+    SPW_ASSIGN_OR_RETURN(plan, sched::make_plan(plan_request(settings, profile, topology)));
   }
-  request.layout = layout_choice(settings.layout);
-  request.offload.choose = settings.plan_offload;
-  SPW_ASSIGN_OR_RETURN(sched::Plan plan, sched::make_plan(request));
-  return plan_to_json(plan);
+  nlohmann::json record = plan_record(plan, profile, topology, sources);
+  if (!output_dir.empty()) SPW_TRY(write_json_atomically(output_dir + "/plan.json", record));
+  return record;
 }
 
-}  // namespace
-
-Result<AutoPlan> plan_automatically(const TrainSettings& settings, MPI_Comm comm,
-                                    const std::string& output_dir) {
+Result<AutoPlan> measure_and_plan(const TrainSettings& settings, MPI_Comm comm,
+                                  const std::string& output_dir, const PipelineLayout* requested,
+                                  const OffloadConfig& requested_offload) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   // Links are measured with one activation's worth of bytes: what pipeline stages exchange.
   MicrobatchData mb;
-  mb.samples = std::max<std::int64_t>(1, settings.batch / settings.microbatches);
+  mb.samples = job_microbatch_samples(settings);
   mb.seq = settings.model.positions_per_sample();
   const std::int64_t activation =
       std::max<std::int64_t>(8, settings.model.activation_shape(0, mb).numel() * 4);
   SPW_ASSIGN_OR_RETURN(sched::RankTopology topology,
                        cached_rank_topology(comm, output_dir, activation));
+  ProfileOptions options;
+  options.microbatch_samples = job_microbatch_samples(settings);
+  SPW_ASSIGN_OR_RETURN(sched::ModelProfile profile, profile_on_all_ranks(settings, options, comm));
 
   std::string text;
   Status planned = Status::success();
   if (rank == 0) {
-    auto plan = plan_on_rank_zero(settings, topology, output_dir);
-    planned = plan.status();
-    if (plan.ok()) text = plan->dump();
+    auto record = plan_on_rank_zero(settings, profile, topology, output_dir, requested,
+                                    requested_offload);
+    planned = record.status();
+    if (record.ok()) text = record->dump();
   }
   SPW_TRY(agree_on_status(comm, planned.with_context("planning the pipeline")));
   int length = static_cast<int>(text.size());
   SPW_TRY(mpi_check(MPI_Bcast(&length, 1, MPI_INT, 0, comm), "sharing the plan"));
   text.resize(static_cast<std::size_t>(length));
   SPW_TRY(mpi_check(MPI_Bcast(text.data(), length, MPI_CHAR, 0, comm), "sharing the plan"));
-  return plan_from_json(nlohmann::json::parse(text));
+  return plan_from_record(nlohmann::json::parse(text));
+}
+
+}  // namespace
+
+std::int64_t job_microbatch_samples(const TrainSettings& settings) {
+  return std::max<std::int64_t>(1, settings.batch / settings.microbatches);
+}
+
+sched::PlanRequest plan_request(const TrainSettings& settings, sched::ModelProfile profile,
+                                sched::RankTopology topology) {
+  sched::PlanRequest request;
+  request.profile = std::move(profile);
+  request.topology = std::move(topology);
+  request.global_batch = settings.batch;
+  if (settings.memory_cap) {
+    request.memory_cap_bytes = static_cast<std::int64_t>(*settings.memory_cap);
+  }
+  request.layout = layout_choice(settings.layout);
+  request.offload.choose = settings.plan_offload;
+  return request;
+}
+
+Result<sched::Plan> predict_layout(const TrainSettings& settings,
+                                   const sched::ModelProfile& profile,
+                                   const sched::RankTopology& topology,
+                                   const PipelineLayout& layout,
+                                   const OffloadConfig& offload) {
+  sched::Plan plan;
+  plan.schedule = layout.schedule;
+  plan.pipeline_ranks = layout.pipeline_ranks;
+  plan.replicas = layout.replicas;
+  plan.chunks = layout.chunks;
+  plan.microbatches = layout.microbatches;
+  plan.microbatch_samples = layout.microbatch_samples;
+  std::string stages;
+  for (const StageRange& range : layout.stages) {
+    plan.stages.push_back({range.first, range.last});
+    if (!stages.empty()) stages += " | ";
+    stages += std::to_string(range.first) + "-" + std::to_string(range.last);
+  }
+  for (int r = 0; r < layout.world_size(); ++r) plan.world_rank.push_back(r);
+  switch (offload.tier) {
+    case OffloadTier::file: plan.offload.tier = sched::OffloadTier::file; break;
+    case OffloadTier::peer: plan.offload.tier = sched::OffloadTier::peer; break;
+    case OffloadTier::host: plan.offload.tier = sched::OffloadTier::host; break;
+    // "auto" comes with planned stages only: a forced layout has none.
+    case OffloadTier::none:
+    case OffloadTier::automatic: break;
+  }
+  if (plan.offload.tier != sched::OffloadTier::none) {
+    plan.offload.keep = offload.keep;
+    plan.offload.lookahead = offload.lookahead;
+  }
+  SPW_ASSIGN_OR_RETURN(sched::Prediction predicted, sched::predict(profile, topology, plan));
+  plan.iteration_s = predicted.iteration_s;
+  plan.bubble_fraction = predicted.bubble_fraction;
+  plan.peak_memory_bytes = predicted.peak_memory_bytes;
+  const auto peak = std::max_element(plan.peak_memory_bytes.begin(), plan.peak_memory_bytes.end());
+  char numbers[160];
+  std::snprintf(numbers, sizeof numbers, "iteration %.6g s (simulated), bubble %.1f%%\n",
+                plan.iteration_s, 100 * plan.bubble_fraction);
+  plan.explanation = "the job's layout: " + layout.describe() + "\nstages (blocks): " + stages +
+                     "\n" + numbers + "peak " +
+                     format_bytes(static_cast<std::size_t>(*peak)) + " on pipeline rank " +
+                     std::to_string(peak - plan.peak_memory_bytes.begin());
+  if (!settings.memory_cap) {
+    const std::string warning =
+        sched::node_memory_warning(plan, plan.peak_memory_bytes, topology);
+    if (!warning.empty()) plan.explanation += "\n" + warning;
+  }
+  return plan;
+}
+
+Result<AutoPlan> plan_automatically(const TrainSettings& settings, MPI_Comm comm,
+                                    const std::string& output_dir) {
+  return measure_and_plan(settings, comm, output_dir, nullptr, {});
+}
+
+Result<AutoPlan> predict_requested_layout(const TrainSettings& settings,
+                                          const PipelineLayout& layout,
+                                          const OffloadConfig& offload, MPI_Comm comm,
+                                          const std::string& output_dir) {
+  return measure_and_plan(settings, comm, output_dir, &layout, offload);
 }
 
 Result<MPI_Comm> communicator_in_plan_order(MPI_Comm comm, const std::vector<int>& world_rank) {

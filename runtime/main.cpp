@@ -6,6 +6,7 @@
 #include <exception>
 #include <string>
 
+#include "runtime/plan_command.hpp"
 #include "runtime/profile_command.hpp"
 #include "runtime/train_command.hpp"
 #include "runtime/version.hpp"
@@ -53,6 +54,9 @@ int main(int argc, char** argv) {
   train_app->add_option("--resume", train.resume_from,
                         "Continue exactly from a checkpoint written by an earlier run")
       ->check(CLI::ExistingFile);
+  train_app->add_flag("--predict", train.predict,
+                      "With a forced layout, also profile and measure links as stages = \"auto\" "
+                      "does and record the planner's prediction beside the measured time");
 
   spw::ProfileCommand profile;
   CLI::App* profile_app =
@@ -64,6 +68,32 @@ int main(int argc, char** argv) {
   profile_app->add_option("--output", profile.output_path,
                           "Where to write the profile (default: output.dir/profile.json)");
   profile_app->add_option("--repeats", profile.repeats, "Timed runs per pass (median)")
+      ->check(CLI::PositiveNumber);
+
+  spw::PlanCommand plan;
+  CLI::App* plan_app = app.add_subcommand(
+      "plan",
+      "Plan the job for N ranks without running them: print the stages, their ranks, compute "
+      "time and memory, the predicted iteration time and bubble, and write plan.json");
+  plan_app->add_option("config", plan.config_path, "Job file (TOML)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  plan_app->add_option("--ranks", plan.ranks, "Ranks to plan for")->required();
+  plan_app->add_option(
+      "--topology", plan.topology,
+      "A link matrix file (JSON, see partition/rank_topology.hpp) or a synthetic spec "
+      "NODESxRANKS[,intra=BW@LAT][,inter=BW@LAT][,cores=N][,memory=BYTES], e.g. "
+      "4x8,inter=1.25e10@2e-6 (bytes/s@seconds). Default: N ranks on this node, with links "
+      "from an earlier run of N ranks cached in output.dir, else 5e9 bytes/s and 1e-6 s "
+      "(Open MPI shared memory as measured on the development VM), and hwloc's node facts");
+  plan_app->add_option("--memory-cap", plan.memory_cap,
+                       "Per-rank memory cap, bytes or e.g. 8GiB (default: memory.cap)");
+  plan_app->add_option("--profile", plan.profile_path,
+                       "A profile.json of this job's model and microbatch (default: measure now)");
+  plan_app->add_option("--output", plan.output_path,
+                       "Where to write the plan (default: output.dir/plan.json)");
+  plan_app->add_option("--set", plan.overrides, "Override a job-file key (repeatable)");
+  plan_app->add_option("--repeats", plan.repeats, "Timed runs per pass when profiling (median)")
       ->check(CLI::PositiveNumber);
 
   try {
@@ -79,6 +109,8 @@ int main(int argc, char** argv) {
     if (train_app->parsed()) status = spw::run_train_command(train, MPI_COMM_WORLD, scope);
     // One process measures; under mpirun the other ranks have nothing to do.
     if (profile_app->parsed() && mpi.rank() == 0) status = spw::run_profile_command(profile);
+    // Planning needs no ranks: under mpirun rank 0 plans alone.
+    if (plan_app->parsed() && mpi.rank() == 0) status = spw::run_plan_command(plan);
   } catch (const std::exception& e) {
     // The library reports failures as Status; what still escapes (bad_alloc from a
     // container, say) is this rank's alone.

@@ -21,6 +21,20 @@ std::vector<std::string> ModelSpec::block_names() const {
   return names;
 }
 
+std::string ModelSpec::describe() const {
+  if (kind == "gpt") {
+    return "gpt layers=" + std::to_string(gpt.layers) + " d_model=" + std::to_string(gpt.d_model) +
+           " heads=" + std::to_string(gpt.heads) + " seq=" + std::to_string(gpt.seq) +
+           " vocab=" + std::to_string(gpt.vocab);
+  }
+  std::string text = kind + " dims=";
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (i > 0) text += '-';
+    text += std::to_string(dims[i]);
+  }
+  return text;
+}
+
 Shape ModelSpec::activation_shape(std::int64_t block, const MicrobatchData& mb) const {
   if (block < 0 || block + 1 >= block_count()) return {};
   if (kind == "gpt") return {mb.rows(), gpt.d_model};

@@ -20,6 +20,9 @@ struct ModelSpec {
   std::int64_t block_count() const;
   // Names of the blocks, in order ("embedding", "blocks.0", ..., "head"; "layers.0", ...).
   std::vector<std::string> block_names() const;
+  // What a profile is taken of: "gpt layers=8 d_model=256 heads=8 seq=128 vocab=256",
+  // "mlp dims=784-1024-10".
+  std::string describe() const;
   // Positions per sample (gpt: seq; mlp: 1) and elements of the input per sample.
   std::int64_t positions_per_sample() const { return kind == "gpt" ? gpt.seq : 1; }
   // Shape of the activation block `block` hands to the next block for `mb` (empty for the

@@ -7,6 +7,7 @@
 
 #include "kernels/memory_ledger.hpp"
 #include "runtime/json_file.hpp"
+#include "runtime/node_facts.hpp"
 #include "runtime/pipeline_checkpoint.hpp"
 #include "runtime/pipeline_job.hpp"
 #include "runtime/pipeline_report.hpp"
@@ -21,6 +22,7 @@ Status run_pipeline_job(const JobConfig& job, const TrainCommand& command, MPI_C
   PipelineJobOptions options;
   options.trace = true;
   options.resume_from = command.resume_from;
+  options.predict = command.predict;
   SPW_ASSIGN_OR_RETURN(PipelineJob opened, open_pipeline_job(job, comm, options));
   comm = opened.world;
   const int rank = opened.rank;
@@ -29,9 +31,13 @@ Status run_pipeline_job(const JobConfig& job, const TrainCommand& command, MPI_C
   const ThreadSetup& threads = opened.threads;
   PipelineExecutor* executor = opened.executor.get();
   if (opened.planned && rank == 0) {
-    std::printf("spillway: automatic plan (profile and links in %s): %s\n%s\n",
+    std::printf("spillway: automatic plan (profile, links and plan.json in %s): %s\n%s\n",
                 job.output.dir.c_str(), layout.describe().c_str(),
                 opened.plan_explanation.c_str());
+  } else if (!opened.plan_record.is_null() && rank == 0) {
+    std::printf("spillway: predicted (profile, links and plan.json in %s): %s\n",
+                job.output.dir.c_str(),
+                opened.plan_record["explanation"].get<std::string>().c_str());
   }
   if (!command.resume_from.empty() && executor->steps_done() >= executor->total_steps()) {
     return error(StatusCode::invalid_argument,
@@ -40,6 +46,7 @@ Status run_pipeline_job(const JobConfig& job, const TrainCommand& command, MPI_C
                      std::to_string(executor->total_steps()) +
                      " steps: raise train.steps to train on");
   }
+  SPW_ASSIGN_OR_RETURN(const RankNodes nodes, gather_rank_nodes(comm));
   // From here a failure may strand peers inside MPI calls: only the job's end frees them.
   scope = FailureScope::this_rank;
   SPW_ASSIGN_OR_RETURN(LinkEstimates links, measure_links(*executor, comm));
@@ -97,7 +104,26 @@ Status run_pipeline_job(const JobConfig& job, const TrainCommand& command, MPI_C
   const double items_per_step =
       static_cast<double>(settings.train.batch * settings.train.model.positions_per_sample());
   nlohmann::json report = make_report(record, items_per_step, MemoryLedger::process().snapshot());
+  std::string plan_note;
+  if (!opened.plan_record.is_null()) {
+    // The planner's prediction, made before the run from a profile and the links, beside
+    // what the run measured (pipeline.predicted is the simulator fed this run's own costs).
+    pipeline["plan"] = opened.plan_record;
+    const double predicted = opened.plan_record["predicted"]["iteration_seconds"].get<double>();
+    const double measured = pipeline["measured"]["iteration_seconds"].get<double>();
+    pipeline["plan_vs_measured"] = {
+        {"predicted_iteration_seconds", predicted},
+        {"measured_iteration_seconds", measured},
+        {"measured_over_predicted", predicted > 0 ? measured / predicted : 0.0},
+        {"predicted_bubble_fraction", opened.plan_record["predicted"]["bubble_fraction"]},
+        {"measured_bubble_fraction", pipeline["measured"]["bubble_fraction"]}};
+    char text[160];
+    std::snprintf(text, sizeof text, "; iteration %.3g s against %.3g s planned (%.2fx)",
+                  measured, predicted, predicted > 0 ? measured / predicted : 0.0);
+    plan_note = text;
+  }
   report["pipeline"] = pipeline;
+  report["nodes"] = nodes_report(nodes.node_of, nodes.nodes);
   const std::string report_path = job.output.dir + "/report.json";
   SPW_TRY(write_json_atomically(report_path, report));
   std::string timeline_note;
@@ -110,12 +136,12 @@ Status run_pipeline_job(const JobConfig& job, const TrainCommand& command, MPI_C
     timeline_note = "; trace " + job.output.dir + "/trace.json, timeline " + job.output.dir +
                     "/timeline.svg";
   }
-  std::printf("spillway: final loss %.4f, median %.0f %s/s, bubble %.1f%% (simulator %.1f%%), "
+  std::printf("spillway: final loss %.4f, median %.0f %s/s, bubble %.1f%% (simulator %.1f%%)%s, "
               "report %s%s\n",
               record.loss.back(), report["throughput"]["median"].get<double>(), item_name,
               100 * pipeline["measured"]["bubble_fraction"].get<double>(),
-              100 * pipeline["predicted"].value("bubble_fraction", 0.0), report_path.c_str(),
-              timeline_note.c_str());
+              100 * pipeline["predicted"].value("bubble_fraction", 0.0), plan_note.c_str(),
+              report_path.c_str(), timeline_note.c_str());
   return Status::success();
 }
 

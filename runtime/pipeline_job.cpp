@@ -34,7 +34,7 @@ namespace {
 Status local_setup(const JobConfig& job, const PipelineJobOptions& options, MPI_Comm comm,
                    PipelineJob& out, std::int64_t& first_step) {
   SPW_ASSIGN_OR_RETURN(out.settings.train, train_settings_from(job));
-  const bool plans = job.parallel.stages.form == StagesSpec::Form::automatic;
+  const bool plans = job.parallel.stages.form == StagesSpec::Form::automatic || options.predict;
   if (out.rank == 0 && (options.create_output_dir || plans)) {
     SPW_TRY(ensure_directory(job.output.dir));
   }
@@ -77,11 +77,17 @@ Result<PipelineJob> open_pipeline_job(const JobConfig& job, MPI_Comm comm,
     out.settings.layout = plan.layout;
     out.planned = true;
     out.plan_explanation = plan.explanation;
+    out.plan_record = plan.record;
     if (job.offload.tier == OffloadTier::automatic) {
       out.settings.offload.tier = plan.offload_tier;
       out.settings.offload.keep = plan.offload_keep;
       out.settings.offload.lookahead = plan.offload_lookahead;
     }
+  } else if (options.predict) {
+    SPW_ASSIGN_OR_RETURN(AutoPlan predicted,
+                         predict_requested_layout(out.settings.train, layout, job.offload, comm,
+                                                  job.output.dir));
+    out.plan_record = predicted.record;
   }
   // The job reader allows "auto" only with planned stages, so the plan has replaced it.
   if (out.settings.offload.tier == OffloadTier::automatic) {

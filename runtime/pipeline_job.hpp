@@ -8,6 +8,8 @@
 #include <memory>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "kernels/status.hpp"
 #include "kernels/threading.hpp"
 #include "runtime/job_config.hpp"
@@ -40,6 +42,10 @@ struct PipelineJobOptions {
   bool create_output_dir = true;
   // A checkpoint to continue from (load_pipeline_checkpoint); empty: a fresh start.
   std::string resume_from;
+  // When the job forces its layout: measure as stages = "auto" does and let the planner's
+  // cost model predict that layout, so the run can set the prediction beside what it
+  // measures (PipelineJob::plan_record). Costs a profile and a link measurement.
+  bool predict = false;
 };
 
 struct PipelineJob {
@@ -52,6 +58,8 @@ struct PipelineJob {
   ThreadSetup threads;
   bool planned = false;            // the planner chose the layout
   std::string plan_explanation;    // its reasons, when planned
+  // The plan (runtime/plan_record.hpp) when planned or predicted, else null; every rank.
+  nlohmann::json plan_record;
   std::unique_ptr<PipelineExecutor> executor;
 };
 

@@ -19,21 +19,83 @@ double median(std::vector<double> values) {
   return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
-// Runs `pass` warmup + repeats times and returns the median of the timed runs.
+// Runs `pass` warmup + runs times, appending the timed runs to `times`.
 template <class Pass>
-Result<double> time_pass(const ProfileOptions& options, Pass&& pass) {
-  std::vector<double> times;
-  for (int i = 0; i < options.warmup + options.repeats; ++i) {
+Status time_pass(int warmup, int runs, std::vector<double>& times, Pass&& pass) {
+  for (int i = 0; i < warmup + runs; ++i) {
     const auto start = std::chrono::steady_clock::now();
     SPW_TRY(pass());
-    if (i >= options.warmup) times.push_back(seconds_since(start));
+    if (i >= warmup) times.push_back(seconds_since(start));
   }
-  return median(times);
+  return Status::success();
 }
+
+// Every timed run of one block's passes and optimizer step, over all sweeps.
+struct BlockTimes {
+  std::vector<double> forward, backward_input, backward_weight, step;
+};
 
 double optimizer_state_per_parameter_byte(const OptimizerSettings& optimizer) {
   if (optimizer.kind == "adamw") return 2;
   return optimizer.momentum != 0 ? 1 : 0;
+}
+
+// One sweep's measurements of block `b`: built afresh (blocks are built, measured and freed
+// one at a time), its passes and its optimizer step timed `runs` times after `warmup`; its
+// bytes into `p`.
+Status measure_block(const TrainSettings& settings, const MicrobatchData& mb, std::int64_t b,
+                     int warmup, int runs, sched::BlockProfile& p, BlockTimes& times) {
+  const ModelSpec& spec = settings.model;
+  SPW_ASSIGN_OR_RETURN(auto model, Model::build(spec, b, b));
+  SPW_TRY(model->init_parameters(settings.seed));
+  Block& block = model->block(0);
+  // Inputs and incoming gradients need realistic magnitudes, not their exact values.
+  Tensor input;
+  if (b > 0) {
+    SPW_ASSIGN_OR_RETURN(input, Tensor::zeros(spec.activation_shape(b - 1, mb),
+                                              MemoryCategory::workspace));
+    fill_normal(input, 1.0, settings.seed, "profile.input");
+  }
+  const Shape out_shape = block.output_shape(mb);
+  Tensor output, doutput, dinput;
+  const bool hands_on = out_shape.rank() > 0;  // the loss block hands on nothing
+  if (hands_on) {
+    SPW_ASSIGN_OR_RETURN(output, Tensor::zeros(out_shape, MemoryCategory::workspace));
+    SPW_ASSIGN_OR_RETURN(doutput, Tensor::zeros(out_shape, MemoryCategory::workspace));
+    fill_normal(doutput, 1e-3, settings.seed, "profile.doutput");
+  }
+  if (b > 0) {
+    SPW_ASSIGN_OR_RETURN(dinput, Tensor::zeros(input.shape(), MemoryCategory::workspace));
+  }
+  const Tensor* in = b > 0 ? &input : nullptr;
+  Tensor* out = hands_on ? &output : nullptr;
+  const Tensor* dout = hands_on ? &doutput : nullptr;
+  Tensor* din = b > 0 ? &dinput : nullptr;
+  BlockState state;
+  double loss = 0;
+
+  SPW_TRY(time_pass(warmup, runs, times.forward,
+                    [&] { return block.forward(mb, in, out, state, &loss); }));
+  SPW_TRY(time_pass(warmup, runs, times.backward_input,
+                    [&] { return block.backward_input(mb, in, dout, din, state); }));
+  SPW_TRY(time_pass(warmup, runs, times.backward_weight,
+                    [&] { return block.backward_weight(mb, in, dout, state); }));
+  // What the executor keeps per microbatch for this block: its saved state, the
+  // gradients its backward passes between calls, its output and that output's gradient.
+  const std::int64_t output_bytes = hands_on ? out_shape.numel() * 4 : 0;
+  p.stash_bytes = static_cast<std::int64_t>(state.saved.bytes() + state.grads.bytes()) +
+                  2 * output_bytes;
+  p.activation_bytes = output_bytes;
+  p.parameter_bytes = 0;
+  for (const auto& param : model->parameters()) {
+    p.parameter_bytes += static_cast<std::int64_t>(param.value->bytes());
+  }
+  p.gradient_bytes = p.parameter_bytes;
+  p.optimizer_state_bytes = static_cast<std::int64_t>(
+      optimizer_state_per_parameter_byte(settings.optimizer) *
+      static_cast<double>(p.parameter_bytes));
+  SPW_ASSIGN_OR_RETURN(auto optimizer, make_optimizer(settings.optimizer, model->parameters()));
+  return time_pass(warmup, runs, times.step, [&] { return optimizer->step(); });
 }
 
 }  // namespace
@@ -52,67 +114,30 @@ Result<sched::ModelProfile> profile_model(const TrainSettings& settings,
   mb.grad_scale = static_cast<float>(1.0 / static_cast<double>(mb.rows()));
 
   sched::ModelProfile profile;
-  profile.model = spec.kind;
+  profile.model = spec.describe();
   profile.microbatch_samples = options.microbatch_samples;
   profile.threads = compute_threads();
   const std::vector<std::string> names = spec.block_names();
-  for (std::int64_t b = 0; b < spec.block_count(); ++b) {
-    SPW_ASSIGN_OR_RETURN(auto model, Model::build(spec, b, b));
-    SPW_TRY(model->init_parameters(settings.seed));
-    Block& block = model->block(0);
-    // Inputs and incoming gradients need realistic magnitudes, not their exact values.
-    Tensor input;
-    if (b > 0) {
-      SPW_ASSIGN_OR_RETURN(input, Tensor::zeros(spec.activation_shape(b - 1, mb),
-                                                MemoryCategory::workspace));
-      fill_normal(input, 1.0, settings.seed, "profile.input");
+  const auto blocks = static_cast<std::size_t>(spec.block_count());
+  profile.blocks.resize(blocks);
+  std::vector<BlockTimes> times(blocks);
+  // The timed runs are spread over sweeps through all blocks rather than taken block after
+  // block, so a change in the node's load while profiling (other jobs, other ranks) reaches
+  // every block alike instead of making identical blocks look different.
+  const int sweeps = std::min(options.repeats, std::max(options.sweeps, 1));
+  for (int sweep = 0; sweep < sweeps; ++sweep) {
+    const int runs = options.repeats / sweeps + (sweep < options.repeats % sweeps ? 1 : 0);
+    for (std::size_t b = 0; b < blocks; ++b) {
+      SPW_TRY(measure_block(settings, mb, static_cast<std::int64_t>(b), options.warmup, runs,
+                            profile.blocks[b], times[b]));
+      profile.blocks[b].name = names[b];
     }
-    const Shape out_shape = block.output_shape(mb);
-    Tensor output, doutput, dinput;
-    const bool hands_on = out_shape.rank() > 0;  // the loss block hands on nothing
-    if (hands_on) {
-      SPW_ASSIGN_OR_RETURN(output, Tensor::zeros(out_shape, MemoryCategory::workspace));
-      SPW_ASSIGN_OR_RETURN(doutput, Tensor::zeros(out_shape, MemoryCategory::workspace));
-      fill_normal(doutput, 1e-3, settings.seed, "profile.doutput");
-    }
-    if (b > 0) {
-      SPW_ASSIGN_OR_RETURN(dinput, Tensor::zeros(input.shape(), MemoryCategory::workspace));
-    }
-    const Tensor* in = b > 0 ? &input : nullptr;
-    Tensor* out = hands_on ? &output : nullptr;
-    const Tensor* dout = hands_on ? &doutput : nullptr;
-    Tensor* din = b > 0 ? &dinput : nullptr;
-    BlockState state;
-    double loss = 0;
-
-    sched::BlockProfile p;
-    p.name = names[static_cast<std::size_t>(b)];
-    SPW_ASSIGN_OR_RETURN(p.forward_s, time_pass(options, [&] {
-                           return block.forward(mb, in, out, state, &loss);
-                         }));
-    SPW_ASSIGN_OR_RETURN(p.backward_input_s, time_pass(options, [&] {
-                           return block.backward_input(mb, in, dout, din, state);
-                         }));
-    SPW_ASSIGN_OR_RETURN(p.backward_weight_s, time_pass(options, [&] {
-                           return block.backward_weight(mb, in, dout, state);
-                         }));
-    // What the executor keeps per microbatch for this block: its saved state, the
-    // gradients its backward passes between calls, its output and that output's gradient.
-    const std::int64_t output_bytes = hands_on ? out_shape.numel() * 4 : 0;
-    p.stash_bytes = static_cast<std::int64_t>(state.saved.bytes() + state.grads.bytes()) +
-                    2 * output_bytes;
-    p.activation_bytes = output_bytes;
-    for (const auto& param : model->parameters()) {
-      p.parameter_bytes += static_cast<std::int64_t>(param.value->bytes());
-    }
-    p.gradient_bytes = p.parameter_bytes;
-    p.optimizer_state_bytes = static_cast<std::int64_t>(
-        optimizer_state_per_parameter_byte(settings.optimizer) *
-        static_cast<double>(p.parameter_bytes));
-    SPW_ASSIGN_OR_RETURN(auto optimizer, make_optimizer(settings.optimizer, model->parameters()));
-    SPW_ASSIGN_OR_RETURN(double step_s, time_pass(options, [&] { return optimizer->step(); }));
-    profile.optimizer_step_s += step_s;
-    profile.blocks.push_back(p);
+  }
+  for (std::size_t b = 0; b < blocks; ++b) {
+    profile.blocks[b].forward_s = median(times[b].forward);
+    profile.blocks[b].backward_input_s = median(times[b].backward_input);
+    profile.blocks[b].backward_weight_s = median(times[b].backward_weight);
+    profile.optimizer_step_s += median(times[b].step);
   }
   SPW_TRY(sched::check_profile(profile));
   return profile;

@@ -1,7 +1,8 @@
 // Measures a model's profile on this node, block by block, for the planner: each block's
-// forward, input-gradient and weight-gradient time (median of `repeats` after `warmup`
-// runs) on one microbatch, and the bytes it keeps. Blocks are built, measured and freed one
-// at a time, so a model far larger than the node's memory can still be profiled.
+// forward, input-gradient and weight-gradient time (median of `repeats` timed runs, spread
+// over `sweeps` passes through the model, each after `warmup` runs) on one microbatch, and
+// the bytes it keeps. Blocks are built, measured and freed one at a time, so a model far
+// larger than the node's memory can still be profiled.
 #pragma once
 
 #include "kernels/status.hpp"
@@ -12,8 +13,11 @@ namespace spw {
 
 struct ProfileOptions {
   std::int64_t microbatch_samples = 1;
-  int warmup = 1;
-  int repeats = 5;
+  int warmup = 1;   // untimed runs per pass each time a block is built
+  int repeats = 5;  // timed runs per pass (the median counts)
+  // The timed runs are spread over this many sweeps through all blocks (at most repeats),
+  // so a change of load while profiling reaches every block alike.
+  int sweeps = 3;
 };
 
 // Uses settings.model, .data (real inputs for the first and last block), .optimizer (to

@@ -10,21 +10,10 @@
 
 #include "runtime/json_file.hpp"
 #include "runtime/mpi_support.hpp"
+#include "runtime/node_facts.hpp"
 
 namespace spw {
 namespace {
-
-std::vector<std::string> processor_names(MPI_Comm comm, int size) {
-  char mine[MPI_MAX_PROCESSOR_NAME] = {};
-  int length = 0;
-  MPI_Get_processor_name(mine, &length);
-  std::vector<char> all(static_cast<std::size_t>(size) * MPI_MAX_PROCESSOR_NAME);
-  MPI_Allgather(mine, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME,
-                MPI_CHAR, comm);
-  std::vector<std::string> names;
-  for (int r = 0; r < size; ++r) names.emplace_back(all.data() + r * MPI_MAX_PROCESSOR_NAME);
-  return names;
-}
 
 // The partner of `rank` in round `round` of the circle method over `slots` (even) places;
 // a partner >= the real rank count is a bye.
@@ -37,20 +26,23 @@ int partner(int rank, int round, int slots) {
 
 }  // namespace
 
+std::string topology_cache_path(const std::string& dir, const std::vector<std::string>& hosts) {
+  std::string joined;
+  for (const std::string& name : hosts) joined += name + "\n";
+  char hash[32];
+  std::snprintf(hash, sizeof hash, "%016zx", std::hash<std::string>{}(joined));
+  return dir + "/topology-" + std::to_string(hosts.size()) + "-" + hash + ".json";
+}
+
 Result<sched::RankTopology> measure_rank_topology(MPI_Comm comm, std::int64_t message_bytes) {
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
   sched::RankTopology topology;
   topology.ranks = size;
-  const std::vector<std::string> names = processor_names(comm, size);
-  std::vector<std::string> seen;
-  for (const std::string& name : names) {
-    std::size_t node = 0;
-    while (node < seen.size() && seen[node] != name) ++node;
-    if (node == seen.size()) seen.push_back(name);
-    topology.node_of.push_back(static_cast<int>(node));
-  }
+  SPW_ASSIGN_OR_RETURN(RankNodes nodes, gather_rank_nodes(comm));
+  topology.node_of = std::move(nodes.node_of);
+  topology.nodes = std::move(nodes.nodes);
 
   // Row `rank` of the matrices: [bandwidth..., latency...].
   std::vector<double> row(2 * static_cast<std::size_t>(size), 0.0);
@@ -90,19 +82,18 @@ Result<sched::RankTopology> cached_rank_topology(MPI_Comm comm, const std::strin
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
-  std::string hosts;
-  for (const std::string& name : processor_names(comm, size)) hosts += name + "\n";
-  char hash[32];
-  std::snprintf(hash, sizeof hash, "%016zx", std::hash<std::string>{}(hosts));
-  const std::string path = dir + "/topology-" + std::to_string(size) + "-" + hash + ".json";
+  SPW_ASSIGN_OR_RETURN(const RankNodes nodes, gather_rank_nodes(comm));
+  const std::string path = topology_cache_path(dir, nodes.names);
 
-  // Rank 0 reads the cache and shares the text: one reader, every rank the same answer.
+  // Rank 0 reads the cache and shares the text: one reader, every rank the same answer. A
+  // cache from before node facts were recorded counts as none.
   std::string text;
   if (rank == 0 && std::filesystem::exists(path)) {
     std::ifstream in(path);
     std::stringstream buffer;
     buffer << in.rdbuf();
-    if (sched::topology_from_json(buffer.str(), path).ok()) text = buffer.str();
+    const auto cached = sched::topology_from_json(buffer.str(), path);
+    if (cached.ok() && !cached->nodes.empty()) text = buffer.str();
   }
   int length = static_cast<int>(text.size());
   MPI_Bcast(&length, 1, MPI_INT, 0, comm);

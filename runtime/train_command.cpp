@@ -7,6 +7,7 @@
 #include "kernels/threading.hpp"
 #include "runtime/json_file.hpp"
 #include "runtime/mpi_support.hpp"
+#include "runtime/node_facts.hpp"
 #include "runtime/pipeline_command.hpp"
 #include "runtime/pipeline_job.hpp"
 #include "runtime/progress.hpp"
@@ -107,8 +108,10 @@ Status run_single_rank(const JobConfig& job, const TrainCommand& command) {
   record.elapsed_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  const nlohmann::json report =
-      make_report(record, items_per_step, MemoryLedger::process().snapshot());
+  nlohmann::json report = make_report(record, items_per_step, MemoryLedger::process().snapshot());
+  std::vector<sched::NodeFacts> nodes;
+  if (auto facts = this_node_facts(processor_name()); facts.ok()) nodes.push_back(*facts);
+  report["nodes"] = nodes_report({0}, nodes);
   const std::string report_path = job.output.dir + "/report.json";
   SPW_TRY(write_json_atomically(report_path, report));
   std::printf("spillway: final loss %.4f, median %.0f %s/s, peak %s; report %s\n",
@@ -131,7 +134,8 @@ Status run_train_command(const TrainCommand& command, MPI_Comm comm, FailureScop
   SPW_ASSIGN_OR_RETURN(PipelineLayout layout, requested_layout(*job, size));
   // The single-rank trainer is the reference; everything it does not do (chunks, offload)
   // runs on the pipeline executor, which also runs on one rank.
-  if (layout.world_size() == 1 && layout.chunks == 1 && job->offload.tier == OffloadTier::none) {
+  if (layout.world_size() == 1 && layout.chunks == 1 && job->offload.tier == OffloadTier::none &&
+      !command.predict) {
     return run_single_rank(*job, command);
   }
   return run_pipeline_job(*job, command, comm, scope);

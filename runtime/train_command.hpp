@@ -17,6 +17,9 @@ struct TrainCommand {
   std::string config_path;
   std::vector<std::string> overrides;  // --set section.key=value
   std::string resume_from;             // --resume CHECKPOINT
+  // --predict: with a forced layout, also profile and measure links as stages = "auto" does,
+  // and record the planner's prediction for the layout in report.json.
+  bool predict = false;
 };
 
 // The trainer's settings for a checked job.

@@ -7,16 +7,8 @@ set -u
 build=$1 consumer=$2 mpiexec=$3
 shift 3
 mpi_flags=("$@")
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source "$(dirname "$0")/../cli/cli_support.sh"
 prefix=$work/prefix
-failures=0
-total=0
-check() {  # check NAME CONDITION...
-  local name=$1; shift
-  total=$((total + 1))
-  if "$@"; then echo "ok: $name"; else echo "FAIL: $name"; failures=$((failures + 1)); fi
-}
 run2() {  # run2 OUTFILE PROGRAM: on 2 ranks, output to OUTFILE
   local out=$1; shift
   timeout 60 "$mpiexec" -n 2 "${mpi_flags[@]}" -x OMP_NUM_THREADS=1 "$@" > "$out" 2>&1
@@ -62,5 +54,4 @@ check "a C consumer builds with pkg-config" test $? -eq 0
 run2 "$work/pc_run.txt" "$work/consumer_pc"
 check "and runs" grep -qE "^consumer_c: loss" "$work/pc_run.txt"
 
-echo "$((total - failures)) passed, $failures failed"
-test $failures -eq 0
+finish

@@ -3,15 +3,7 @@
 # Usage: cli_test.sh SPILLWAY_BINARY
 set -u
 spillway=$1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-total=0
-check() {  # check NAME CONDITION...
-  local name=$1; shift
-  total=$((total + 1))
-  if "$@"; then echo "ok: $name"; else echo "FAIL: $name"; failures=$((failures + 1)); fi
-}
+source "$(dirname "$0")/cli_support.sh"
 
 cat > "$work/tiny.toml" <<'TOML'
 [model]
@@ -47,6 +39,7 @@ ok = (text.count(b"\rstep ") == 3 and text.count(b"\x1b[K") == 3
       and b"step 1/3" in line and b"step 3/3" in line)
 sys.exit(0 if ok else 1)
 PY
+check "report.json names the node's cores and NUMA memory" python3 -c "import json,sys; n=json.load(open('$work/out/report.json'))['nodes']; sys.exit(0 if len(n)==1 and n[0]['cores']>0 and len(n[0]['numa'])>=1 and n[0]['memory_bytes']>0 and n[0]['ranks']==[0] and n[0]['description'].startswith('node 0 (') else 1)"
 check "report.json has three losses" python3 -c "import json,sys; r=json.load(open('$work/out/report.json')); sys.exit(0 if len(r['loss'])==3 and r['memory']['peak_bytes']>0 else 1)"
 
 "$spillway" train "$work/tiny.toml" --set train.lrr=1 > "$work/bad.txt" 2>&1
@@ -62,5 +55,4 @@ check "an unwritable output dir names it" grep -q "/proc/forbidden" "$work/dir.t
 "$spillway" train "$work/missing.toml" > "$work/missing.txt" 2>&1
 check "a missing job file exits non-zero" test $? -ne 0
 
-echo "$((total - failures)) passed, $failures failed"
-[ $failures -eq 0 ]
+finish

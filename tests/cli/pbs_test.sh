@@ -10,15 +10,7 @@ set -u
 spillway=$1 src=$2 mpirun=$3
 shift 3
 script=$src/jobscripts/pbs-train.pbs
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-total=0
-check() {  # check NAME CONDITION...
-  local name=$1; shift
-  total=$((total + 1))
-  if "$@"; then echo "ok: $name"; else echo "FAIL: $name"; failures=$((failures + 1)); fi
-}
+source "$(dirname "$0")/cli_support.sh"
 
 check "the script parses" bash -n "$script"
 
@@ -88,5 +80,4 @@ check "outside a PBS job it exits 1" test $status -eq 1
 check "with one line saying so" test "$(cat "$work/nojob.log")" = \
   "pbs-train: no readable \$PBS_NODEFILE: not inside a PBS job (submit with qsub)"
 
-echo "$((total - failures)) passed, $failures failed"
-test $failures -eq 0
+finish

@@ -8,34 +8,15 @@ set -u
 spillway=$1 mpiexec=$2
 shift 2
 mpi_flags=("$@")
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-total=0
-check() {  # check NAME CONDITION...
-  local name=$1; shift
-  total=$((total + 1))
-  if "$@"; then echo "ok: $name"; else echo "FAIL: $name"; failures=$((failures + 1)); fi
-}
+source "$(dirname "$0")/cli_support.sh"
 run2() {  # run2 OUTFILE ARGS...: spillway train on 2 ranks, stdout+stderr to OUTFILE
   local out=$1; shift
   timeout 120 "$mpiexec" -n 2 "${mpi_flags[@]}" -x OMP_NUM_THREADS=1 "$spillway" train "$@" \
     > "$out" 2>&1
 }
 
-cat > "$work/tiny.toml" <<'TOML'
-[model]
-kind = "gpt"
-layers = 2
-d_model = 32
-heads = 2
-seq = 16
-[data]
-source = "synthetic"
-[train]
-batch = 8
-microbatches = 4
-steps = 5
+write_tiny_gpt "$work/tiny.toml"
+cat >> "$work/tiny.toml" <<'TOML'
 [parallel]
 stages = 2
 schedule = "1f1b"
@@ -58,7 +39,8 @@ ok = (r["ranks"] == 2 and len(r["loss"]) == 5 and len(ranks) == 2
       and 0 <= p["measured"]["bubble_fraction"] < 1
       and 0 < p["predicted"]["bubble_fraction"] < 1
       and p["predicted"]["iteration_seconds"] > 0
-      and p["layout"]["stages"] == [[0, 1], [2, 3]])
+      and p["layout"]["stages"] == [[0, 1], [2, 3]]
+      and len(r["nodes"]) == 1 and r["nodes"][0]["ranks"] == [0, 1] and r["nodes"][0]["cores"] > 0)
 sys.exit(0 if ok else 1)
 PY
 check "trace.json holds both ranks' instructions" python3 - "$work/out/trace.json" <<'PY'
@@ -87,6 +69,38 @@ import json, sys
 layout = json.load(open(sys.argv[1]))["pipeline"]["layout"]
 P, R, v = layout["pipeline_ranks"], layout["replicas"], layout["chunks"]
 sys.exit(0 if P * R == 2 and len(layout["stages"]) == P * v else 1)
+PY
+check "and the plan beside what it measured" python3 - "$work/auto/report.json" "$work/auto/plan.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))["pipeline"]
+kept = json.load(open(sys.argv[2]))
+plan, vs = p["plan"], p["plan_vs_measured"]
+ok = (plan == kept and plan["how"] == "searched by the planner"
+      and plan["layout"]["stages"] == p["layout"]["stages"]
+      and len(plan["topology"]["nodes"]) == 1
+      and vs["predicted_iteration_seconds"] == plan["predicted"]["iteration_seconds"] > 0
+      and vs["measured_iteration_seconds"] == p["measured"]["iteration_seconds"] > 0
+      and abs(vs["measured_over_predicted"] - vs["measured_iteration_seconds"]
+              / vs["predicted_iteration_seconds"]) < 1e-12)
+sys.exit(0 if ok else 1)
+PY
+check "the profile was taken on both ranks" grep -q "measured on all 2 ranks at once" "$work/auto/plan.json"
+
+# A forced layout with --predict: measured like "auto", predicted as it stands.
+run2 "$work/predict.txt" "$work/tiny.toml" --set "output.dir=$work/predict" --predict
+status=$?
+cat "$work/predict.txt"
+check "--predict with forced stages runs" test $status -eq 0
+check "the prediction is printed" grep -q "^spillway: predicted (profile, links and plan.json in" "$work/predict.txt"
+check "and the final line compares it" grep -q "iteration .* s against .* s planned (.*x)" "$work/predict.txt"
+check "report.json has the forced layout's prediction" python3 - "$work/predict/report.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))["pipeline"]
+plan = p["plan"]
+ok = (plan["how"] == "the job's own layout, predicted"
+      and plan["layout"]["stages"] == [[0, 1], [2, 3]] and plan["layout"]["schedule"] == "1f1b"
+      and p["plan_vs_measured"]["measured_over_predicted"] > 0)
+sys.exit(0 if ok else 1)
 PY
 
 "$spillway" profile "$work/tiny.toml" --output "$work/profile.json" --repeats 2 > "$work/profile.txt" 2>&1
@@ -212,5 +226,4 @@ check "a failing rank ends the job non-zero" test $code -ne 0 -a $code -ne 124
 check "within seconds" test $elapsed -lt 30
 check "with that rank's message" grep -q "spillway: error: rank [01]: .*memory cap exceeded" "$work/fault.txt"
 
-echo "$((total - failures)) passed, $failures failed"
-test $failures -eq 0
+finish

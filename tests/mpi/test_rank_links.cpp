@@ -28,6 +28,11 @@ TEST(RankLinks, EveryPairIsMeasuredAndEveryRankAgrees) {
       EXPECT_EQ(link.bandwidth_bytes_per_s, topology->link(to, from).bandwidth_bytes_per_s);
     }
   }
+  // hwloc's facts about the one node: cores and at least one NUMA node with memory.
+  ASSERT_EQ(topology->nodes.size(), 1u);
+  EXPECT_GT(topology->nodes[0].cores, 0);
+  ASSERT_FALSE(topology->nodes[0].numa.empty());
+  EXPECT_GT(topology->nodes[0].memory_bytes(), 0);
   // The same matrix on every rank: compare with rank 0's copy.
   std::vector<double> mine;
   for (const auto& link : topology->links) mine.push_back(link.latency_s);
@@ -49,6 +54,7 @@ TEST(RankLinks, TheCacheIsReusedByTheSameRanks) {
   ASSERT_TRUE(first.ok()) << first.status().message();
   auto second = cached_rank_topology(MPI_COMM_WORLD, dir, 1 << 12);
   ASSERT_TRUE(second.ok()) << second.status().message();
+  EXPECT_EQ(second->nodes, first->nodes);
   // A fresh measurement would differ in its timings; the cached one is the same numbers.
   for (std::size_t i = 0; i < first->links.size(); ++i) {
     EXPECT_EQ(first->links[i].latency_s, second->links[i].latency_s);

@@ -284,8 +284,52 @@ TEST(Planner, AnImpossibleCapSaysTheSmallestPeakAndWhatToChange) {
                       "(P=4 R=1 1f1b m=8)"),
             std::string::npos)
       << text;
+  // What that peak is made of: 2 blocks' state of 64 MiB each dominates 10 MiB of stashes
+  // and buffers.
+  EXPECT_NE(text.find("the smallest cap known to fit; parameters, gradients and optimizer state "
+                      "dominate it (0.125 GiB (134217728 bytes); stashes and transfer buffers "
+                      "0.00977 GiB (10485760 bytes))"),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("use more ranks, smaller microbatches"), std::string::npos) << text;
   EXPECT_NE(text.find("a larger cap, or offload"), std::string::npos) << text;
+
+  // Stashes dominate when the state is small and the microbatches large.
+  q.profile = uniform_profile(8, 1 << 10);
+  for (BlockProfile& b : q.profile.blocks) b.stash_bytes = std::int64_t{64} << 20;
+  q.limits.max_microbatches = 1;
+  const auto stashes = make_plan(q);
+  ASSERT_FALSE(stashes.ok());
+  EXPECT_NE(stashes.status().message().find("activation stashes and transfer buffers dominate it"),
+            std::string::npos)
+      << stashes.status().message();
+}
+
+TEST(Planner, WithoutACapWarnsWhenAPeakExceedsTheNodesMemoryPerRank) {
+  PlanRequest q;
+  q.profile = uniform_profile(8, 1 << 24);  // 512 MiB of state in all
+  q.topology = *synthetic_topology(1, 2, {1e10, 1e-6}, {1e10, 1e-6});
+  q.global_batch = 8;
+  const auto unknown = make_plan(q);
+  ASSERT_TRUE(unknown.ok()) << unknown.status().message();
+  EXPECT_EQ(unknown->explanation.find("warning"), std::string::npos) << unknown->explanation;
+
+  // hwloc says the node has 256 MiB: 128 MiB per rank, below any rank's peak.
+  q.topology.nodes = {NodeFacts{"n0", 2, {{std::int64_t{256} << 20, "DRAM", 2}}}};
+  const auto plan = make_plan(q);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  const std::string& text = plan->explanation;
+  EXPECT_NE(text.find("warning: rank "), std::string::npos) << text;
+  EXPECT_NE(text.find("more than the 128.0 MiB per rank that hwloc reports for node 0 (2 ranks); "
+                      "set memory.cap to plan within it"),
+            std::string::npos)
+      << text;
+
+  // With a cap the planner plans within it and says nothing of the node.
+  q.memory_cap_bytes = std::int64_t{1} << 30;
+  const auto capped = make_plan(q);
+  ASSERT_TRUE(capped.ok()) << capped.status().message();
+  EXPECT_EQ(capped->explanation.find("warning"), std::string::npos) << capped->explanation;
 }
 
 TEST(Planner, PutsStagesThatExchangeActivationsOnWellConnectedRanks) {

@@ -124,6 +124,50 @@ TEST(Profile, CheckRejectsNonFiniteNegativeAndEmpty) {
   EXPECT_TRUE(check_profile(two_blocks()).ok());
 }
 
+TEST(Profile, AProfileOfAnotherModelOrMicrobatchIsRejectedSayingWhich) {
+  const ModelProfile p = two_blocks();
+  const std::vector<std::string> names = {"embed", "head"};
+  EXPECT_TRUE(check_profile_matches(p, "tiny", names, 4, "p.json").ok());
+  EXPECT_EQ(check_profile_matches(p, "small", names, 4, "p.json").message(),
+            "p.json was made for the model \"tiny\", not the job's \"small\": profile this job "
+            "with `spillway profile CONFIG` or omit the profile");
+  EXPECT_EQ(check_profile_matches(p, "tiny", {"embed", "mid", "head"}, 4, "p.json").message(),
+            "p.json has 2 blocks but the job's model has 3: profile this job with `spillway "
+            "profile CONFIG` or omit the profile");
+  EXPECT_EQ(check_profile_matches(p, "tiny", {"embed", "loss"}, 4, "p.json").message(),
+            "p.json names block 1 \"head\" but the job's model calls it \"loss\": profile this "
+            "job with `spillway profile CONFIG` or omit the profile");
+  const Status batch = check_profile_matches(p, "tiny", names, 8, "p.json");
+  EXPECT_EQ(batch.code(), StatusCode::invalid_argument);
+  EXPECT_EQ(batch.message(),
+            "p.json was measured on microbatches of 4 samples, the job's are 8 (train.batch / "
+            "train.microbatches): profile this job with `spillway profile CONFIG` or omit the "
+            "profile");
+}
+
+TEST(Profile, MedianOfConcurrentProfilesTakesEachTimesMedian) {
+  std::vector<ModelProfile> ranks(3, two_blocks());
+  ranks[0].blocks[0].forward_s = 3, ranks[1].blocks[0].forward_s = 1, ranks[2].blocks[0].forward_s = 2;
+  ranks[0].blocks[1].backward_weight_s = 9, ranks[2].blocks[1].backward_weight_s = 0.5;
+  ranks[1].optimizer_step_s = 0.75, ranks[2].optimizer_step_s = 0.5;
+  const auto m = median_profile(ranks);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->blocks[0].forward_s, 2);
+  EXPECT_EQ(m->blocks[1].backward_weight_s, 0.5);  // 0, 0.5, 9
+  EXPECT_EQ(m->blocks[0].backward_input_s, 0.002);
+  EXPECT_EQ(m->optimizer_step_s, 0.5);
+  EXPECT_EQ(m->blocks[1].optimizer_state_bytes, std::int64_t{1} << 40);
+
+  // Two ranks: the mean of the pair.
+  ranks.pop_back();
+  EXPECT_EQ(median_profile(ranks)->blocks[0].forward_s, 2);
+
+  ranks[1].blocks[1].stash_bytes = 7;
+  EXPECT_EQ(median_profile(ranks).status().message(),
+            "median profile: profile 1 differs from profile 0 in block 1 (head) beyond its times");
+  EXPECT_EQ(median_profile({}).status().message(), "median profile: no profiles to combine");
+}
+
 TEST(Profile, MissingFileIsAnIoError) {
   const auto p = read_profile("/nonexistent/profile.json");
   EXPECT_EQ(p.status().code(), StatusCode::io_error);

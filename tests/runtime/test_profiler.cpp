@@ -29,6 +29,8 @@ TEST(Profiler, MeasuresEveryBlockWithItsBytes) {
   EXPECT_EQ(profile->blocks[0].name, "embedding");
   EXPECT_EQ(profile->blocks[3].name, "head");
   EXPECT_EQ(profile->microbatch_samples, 4);
+  // Named after the model's shape, so a profile of another model is told apart.
+  EXPECT_EQ(profile->model, "gpt layers=2 d_model=32 heads=2 seq=16 vocab=256");
 
   auto model = Model::build(settings.model);
   ASSERT_TRUE(model.ok());
@@ -49,6 +51,33 @@ TEST(Profiler, MeasuresEveryBlockWithItsBytes) {
   // A transformer block keeps more than the activation it hands on (attention, MLP inputs).
   EXPECT_GT(profile->blocks[1].stash_bytes, 2 * profile->blocks[1].activation_bytes);
   EXPECT_GT(profile->optimizer_step_s, 0);
+}
+
+TEST(Profiler, SweepsChangeWhenBlocksAreTimedNotWhatIsMeasured) {
+  ProfileOptions one;
+  one.microbatch_samples = 2;
+  one.repeats = 4;
+  one.sweeps = 1;
+  ProfileOptions spread = one;
+  spread.sweeps = 3;  // 2 + 1 + 1 timed runs per pass
+  ProfileOptions more = one;
+  more.repeats = 2;
+  more.sweeps = 5;  // at most one sweep per timed run
+  const auto a = profile_model(tiny_gpt(), one);
+  const auto b = profile_model(tiny_gpt(), spread);
+  const auto c = profile_model(tiny_gpt(), more);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  for (const auto* p : {&*b, &*c}) {
+    ASSERT_EQ(p->blocks.size(), a->blocks.size());
+    for (std::size_t i = 0; i < a->blocks.size(); ++i) {
+      EXPECT_EQ(p->blocks[i].name, a->blocks[i].name);
+      EXPECT_EQ(p->blocks[i].stash_bytes, a->blocks[i].stash_bytes);
+      EXPECT_EQ(p->blocks[i].parameter_bytes, a->blocks[i].parameter_bytes);
+      EXPECT_EQ(p->blocks[i].optimizer_state_bytes, a->blocks[i].optimizer_state_bytes);
+      EXPECT_GT(p->blocks[i].forward_s, 0);
+      EXPECT_GT(p->blocks[i].backward_weight_s, 0);
+    }
+  }
 }
 
 TEST(Profiler, RejectsAnEmptyMicrobatch) {

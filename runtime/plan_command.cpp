@@ -1,0 +1,143 @@
+#include "runtime/plan_command.hpp"
+
+#include <cstdio>
+#include <filesystem>
+
+#include "kernels/memory_ledger.hpp"
+#include "kernels/threading.hpp"
+#include "partition/planner.hpp"
+#include "runtime/auto_plan.hpp"
+#include "runtime/json_file.hpp"
+#include "runtime/node_facts.hpp"
+#include "runtime/pipeline_job.hpp"
+#include "runtime/plan_record.hpp"
+#include "runtime/profiler.hpp"
+#include "runtime/rank_links.hpp"
+#include "runtime/train_command.hpp"
+
+namespace spw {
+namespace {
+
+Status bad(const std::string& message) { return error(StatusCode::invalid_argument, message); }
+
+// A path (it exists, or looks like one) or else a synthetic spec.
+Result<sched::RankTopology> given_topology(const std::string& text) {
+  const bool path = std::filesystem::exists(text) || text.find('/') != std::string::npos ||
+                    text.ends_with(".json");
+  if (!path) return sched::topology_from_spec(text);
+  auto topology = sched::read_topology(text);
+  if (topology.status().code() == StatusCode::io_error) {
+    return error(StatusCode::not_found,
+                 "--topology: cannot open topology " + text +
+                     ": give a matrix file (partition/rank_topology.hpp) or a synthetic spec "
+                     "such as 2x4,inter=1.25e10@2e-6");
+  }
+  return topology;
+}
+
+// N ranks on this node: links an earlier run measured on N ranks here (its cache in
+// output.dir), else kThisNodeLink; node facts from hwloc.
+Result<sched::RankTopology> this_node_topology(int ranks, const std::string& output_dir,
+                                               std::string& links) {
+  const std::string host = processor_name();
+  SPW_ASSIGN_OR_RETURN(sched::NodeFacts facts, this_node_facts(host));
+  const std::string cache =
+      topology_cache_path(output_dir, std::vector<std::string>(static_cast<std::size_t>(ranks), host));
+  if (std::filesystem::exists(cache)) {
+    auto cached = sched::read_topology(cache);
+    if (cached.ok() && cached->ranks == ranks) {
+      cached->nodes = {facts};
+      links = "measured by an earlier run of " + std::to_string(ranks) + " ranks on this node (" +
+              cache + ")";
+      return cached;
+    }
+  }
+  SPW_ASSIGN_OR_RETURN(sched::RankTopology topology,
+                       sched::synthetic_topology(1, ranks, kThisNodeLink, kThisNodeLink));
+  topology.nodes = {facts};
+  char text[256];
+  std::snprintf(text, sizeof text,
+                "defaults for ranks sharing this node, %.3g bytes/s and %.3g s (no measurement "
+                "cached in %s: a run with stages = \"auto\" on %d ranks measures them)",
+                kThisNodeLink.bandwidth_bytes_per_s, kThisNodeLink.latency_s, output_dir.c_str(),
+                ranks);
+  links = text;
+  return topology;
+}
+
+}  // namespace
+
+Status run_plan_command(const PlanCommand& command) {
+  SPW_ASSIGN_OR_RETURN(JobConfig job, load_job_file(command.config_path, command.overrides));
+  SPW_ASSIGN_OR_RETURN(TrainSettings settings, train_settings_from(job));
+  if (command.ranks < 1) {
+    return bad("--ranks = " + std::to_string(command.ranks) +
+               " must be >= 1: the number of ranks to plan for");
+  }
+  if (!command.memory_cap.empty()) {
+    auto cap = parse_bytes(command.memory_cap);
+    if (!cap.ok()) return cap.status().with_context("--memory-cap");
+    if (*cap == 0) return bad("--memory-cap must be at least 1 byte, got " + command.memory_cap);
+    settings.memory_cap = *cap;
+  }
+
+  PlanSources sources;
+  sched::RankTopology topology;
+  if (!command.topology.empty()) {
+    SPW_ASSIGN_OR_RETURN(topology, given_topology(command.topology));
+    sources.links = "from --topology " + command.topology;
+    if (topology.ranks != command.ranks) {
+      return bad("--ranks " + std::to_string(command.ranks) + " but the topology " +
+                 command.topology + " has " + std::to_string(topology.ranks) +
+                 " ranks: give the same count");
+    }
+  } else {
+    SPW_ASSIGN_OR_RETURN(topology, this_node_topology(command.ranks, job.output.dir, sources.links));
+  }
+
+  const std::int64_t samples = job_microbatch_samples(settings);
+  sched::ModelProfile profile;
+  if (!command.profile_path.empty()) {
+    SPW_ASSIGN_OR_RETURN(profile, sched::read_profile(command.profile_path));
+    SPW_TRY(sched::check_profile_matches(profile, settings.model.describe(),
+                                         settings.model.block_names(), samples,
+                                         command.profile_path));
+    sources.profile = "read from " + command.profile_path + " (measured with " +
+                      std::to_string(profile.threads) + " thread(s))";
+  } else {
+    // The threads one rank would get where rank 0 sits.
+    ThreadRequest threads;
+    threads.threads = job.threads.count;
+    threads.local_ranks = topology.ranks_on_node(topology.node_of[0]);
+    SPW_ASSIGN_OR_RETURN(ThreadSetup setup, setup_threads(threads));
+    ProfileOptions options;
+    options.microbatch_samples = samples;
+    options.repeats = command.repeats;
+    SPW_ASSIGN_OR_RETURN(profile, profile_model(settings, options));
+    sources.profile = "measured now on this node, " + std::to_string(setup.threads) +
+                      " thread(s) (one rank's share of " + std::to_string(threads.local_ranks) +
+                      " on a node), one process alone: a loaded node trains slower";
+  }
+
+  sched::Plan plan;
+  if (job.parallel.stages.form == StagesSpec::Form::automatic) {
+    sources.how = "searched by the planner";
+    SPW_ASSIGN_OR_RETURN(plan, sched::make_plan(plan_request(settings, profile, topology)));
+  } else {
+    sources.how = "the job's own layout, predicted";
+    SPW_ASSIGN_OR_RETURN(PipelineLayout layout, requested_layout(job, command.ranks));
+    SPW_ASSIGN_OR_RETURN(plan, predict_layout(settings, profile, topology, layout, job.offload));
+  }
+  const nlohmann::json record = plan_record(plan, profile, topology, sources);
+  std::string path = command.output_path;
+  if (path.empty()) {
+    SPW_TRY(ensure_directory(job.output.dir));
+    path = job.output.dir + "/plan.json";
+  }
+  SPW_TRY(write_json_atomically(path, record));
+  std::printf("spillway: plan for %d ranks of %s: %s\n%s", command.ranks,
+              settings.model.describe().c_str(), path.c_str(), plan_text(record).c_str());
+  return Status::success();
+}
+
+}  // namespace spw
