@@ -2,7 +2,7 @@
 # `spillway train` under mpiexec, as a batch job sees it: a 2-rank pipeline writes its report,
 # trace and timeline; checkpoints it writes resume exactly; bad layouts and checkpoints that
 # do not fit fail before any compute with one message and a non-zero exit; a rank failing
-# mid-run ends the whole job quickly with that rank's message.
+# mid-run ends the whole job quickly with that rank's message, with the peer tier too.
 # Usage: pipeline_cli_test.sh SPILLWAY MPIEXEC [MPIEXEC FLAGS...]
 set -u
 spillway=$1 mpiexec=$2
@@ -55,6 +55,8 @@ ranks = p["measured"]["ranks"]
 ok = (r["ranks"] == 2 and len(r["loss"]) == 5 and len(ranks) == 2
       and all(x["peak_bytes"] > 0 and x["busy_seconds"] > 0 for x in ranks)
       and all(x["peak_bytes_by_category"]["parameters"] > 0 for x in ranks)
+      # the process holds at least what the ledger counted (every tensor is touched), plus MPI
+      and all(x["peak_rss_bytes"] > x["peak_bytes"] for x in ranks)
       and 0 <= p["measured"]["bubble_fraction"] < 1
       and 0 < p["predicted"]["bubble_fraction"] < 1
       and p["predicted"]["iteration_seconds"] > 0
@@ -179,6 +181,31 @@ cat "$work/fault.txt"
 check "a failing rank ends the job non-zero" test $code -ne 0 -a $code -ne 124
 check "within seconds" test $elapsed -lt 30
 check "with that rank's message" grep -q "spillway: error: rank [01]: .*memory cap exceeded" "$work/fault.txt"
+
+# The same with the peer tier, whose teardown is collective (MPI_Win_free): the failing rank
+# must not tear down while its peer waits in step 1 (it did, and the job hung). The cap sits
+# between the ranks' peaks of an uncapped peer run, so setup (which lends the window) passes.
+OMPI_MCA_osc=sm run2 "$work/peer.txt" "$work/tiny.toml" --set "output.dir=$work/peer" \
+  --set 'offload.tier="peer"'
+check "a peer-tier run exits 0" test $? -eq 0
+cap=$(python3 - "$work/peer/report.json" <<'PY'
+import json, sys
+ranks = json.load(open(sys.argv[1]))["pipeline"]["measured"]["ranks"]
+peaks = sorted(x["peak_bytes"] for x in ranks)
+print((peaks[0] + peaks[1]) // 2 if peaks[1] > 1.1 * peaks[0] else 0)
+PY
+)
+check "the peer run's two peaks differ enough to fail one rank" test "$cap" -gt 0
+start=$(date +%s)
+OMPI_MCA_osc=sm run2 "$work/peer-fault.txt" "$work/tiny.toml" --set "output.dir=$work/peer-fault" \
+  --set 'offload.tier="peer"' --set "memory.cap=$cap"
+code=$?
+elapsed=$(( $(date +%s) - start ))
+cat "$work/peer-fault.txt"
+check "with the peer tier, a failing rank ends the job non-zero, not at the timeout" \
+  test $code -ne 0 -a $code -ne 124
+check "within seconds" test $elapsed -lt 30
+check "with that rank's message" grep -q "spillway: error: rank [01]: step 1, .*memory cap exceeded" "$work/peer-fault.txt"
 
 echo "$((total - failures)) passed, $failures failed"
 test $failures -eq 0
