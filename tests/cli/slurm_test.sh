@@ -4,11 +4,12 @@
 # submitted with sbatch as a 2-rank pipeline of a tiny GPT; the job must end COMPLETED with
 # ExitCode 0:0, its log must show both ranks bound to their own core and the loss falling. The
 # job scripts' error paths (missing binary, missing benchmark) must fail the job with their
-# one-line message. Slurm is stopped at the end whatever happened.
+# one-line message. With BENCH_CEILINGS, slurm-memory-pressure.sbatch runs the benchmark's quick
+# mode, which must complete with its results. Slurm is stopped at the end whatever happened.
 # Exits 77 (ctest SKIP_RETURN_CODE) only when Slurm cannot run here: not root.
-# Usage: slurm_test.sh SPILLWAY SOURCE_DIR
+# Usage: slurm_test.sh SPILLWAY SOURCE_DIR [BENCH_CEILINGS]
 set -u
-spillway=$1 src=$2
+spillway=$1 src=$2 ceilings=${3:-}
 jobscripts=$src/jobscripts
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -140,13 +141,40 @@ import json, sys
 sys.exit(0 if json.load(open(sys.argv[1]))["config"]["offload"]["dir"] == sys.argv[2] else 1)
 PY
 
+# The memory-pressure benchmark in quick mode (a small model, 6 points, ~20 s here) through
+# slurm-memory-pressure.sbatch: its arguments after the script reach run.sh, it runs its own
+# 2 ranks with mpiexec inside the allocation, and the results land in OUT.
+if [ -n "$ceilings" ] && [ -x "$ceilings" ]; then
+  start=$(date +%s)
+  job=$(cd "$src" && SPILLWAY=$spillway BENCH_CEILINGS=$ceilings OUT=$work/mp \
+        sbatch --parsable --output="$work/mp.out" "$jobscripts/slurm-memory-pressure.sbatch" --quick)
+  check "sbatch accepts slurm-memory-pressure.sbatch" test -n "$job"
+  result=$(wait_job "$job" 240)
+  echo "job $job: $result after $(( $(date +%s) - start ))s"
+  cat "$work/mp.out" 2>/dev/null
+  [ "$result" = "COMPLETED 0:0" ] || show_slurm_logs
+  check "the memory-pressure job completes with ExitCode 0:0" test "$result" = "COMPLETED 0:0"
+  check "it ran 2 ranks with 1 thread each" grep -q "^slurm-memory-pressure: job $job on localhost: 2 ranks x 1 threads" "$work/mp.out"
+  check "its log has the table and the goals" \
+    bash -c "grep -q '^| tiny | file | none | 1 | ' '$work/mp.out' && grep -q '^- \*\*\(met\|not met\)\*\*: tiny, file tier' '$work/mp.out'"
+  check "results.json in OUT: the reference and file and peer runs without a cap, offload moved bytes" \
+    python3 - "$work/mp/results.json" <<'PY'
+import json, sys
+runs = {r["name"]: r for r in json.load(open(sys.argv[1]))["runs"]}
+ok = lambda n: runs.get(n, {}).get("status") == "ok"
+sys.exit(0 if ok("tiny-none-nocap-r0") and all(ok(f"tiny-{t}-nocap-la1") and runs[f"tiny-{t}-nocap-la1"]["bytes_moved"] > 0 for t in ("file", "peer")) else 1)
+PY
+else
+  echo "SKIP: slurm-memory-pressure.sbatch --quick: no bench_ceilings (configure with SPILLWAY_BUILD_BENCH=ON)"
+fi
+
 # Error paths end the job FAILED with one line naming what is missing.
 job=$(cd "$work" && SPILLWAY=$work/no-such-binary CONFIG=$work/tiny.toml \
       sbatch --parsable --output="$work/nobin.out" "$jobscripts/slurm-train.sbatch")
 result=$(wait_job "$job" 30)
 check "a missing binary fails the job (exit 1)" test "$result" = "FAILED 1:0"
 check "with one line naming it" grep -qx "slurm-train: no spillway binary at $work/no-such-binary (build it, or set SPILLWAY)" "$work/nobin.out"
-# SPILLWAY_ROOT without bench/memory_pressure: the error path stays tested once the benchmark lands.
+# SPILLWAY_ROOT without bench/memory_pressure (a checkout that lacks it).
 job=$(cd "$work" && SPILLWAY_ROOT=$work SPILLWAY=$spillway \
       sbatch --parsable --output="$work/nobench.out" "$jobscripts/slurm-memory-pressure.sbatch")
 result=$(wait_job "$job" 30)
