@@ -11,13 +11,7 @@ spillway=$1 ceilings=$2 mpiexec=$3 src=$4
 run=$src/bench/memory_pressure/run.sh
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-failures=0
-total=0
-check() {  # check NAME CONDITION...
-  local name=$1; shift
-  total=$((total + 1))
-  if "$@"; then echo "ok: $name"; else echo "FAIL: $name"; failures=$((failures + 1)); fi
-}
+. "$src/tests/cli/check.sh"
 export SPILLWAY=$spillway BENCH_CEILINGS=$ceilings MPIEXEC=$mpiexec OFFLOAD_DIR=$work
 
 start=$(date +%s)
@@ -91,5 +85,4 @@ check "with one line naming it" bash -c "test \$(wc -l < '$work/nodir.txt') -eq 
 check "a cap above 1 exits 1" test $? -eq 1
 check "with one line saying what caps are" bash -c "test \$(wc -l < '$work/badcap.txt') -eq 1 && grep -q 'caps takes fractions' '$work/badcap.txt'"
 
-echo "$((total - failures)) passed, $failures failed"
-test $failures -eq 0
+finish

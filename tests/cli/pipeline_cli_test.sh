@@ -10,13 +10,7 @@ shift 2
 mpi_flags=("$@")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-failures=0
-total=0
-check() {  # check NAME CONDITION...
-  local name=$1; shift
-  total=$((total + 1))
-  if "$@"; then echo "ok: $name"; else echo "FAIL: $name"; failures=$((failures + 1)); fi
-}
+. "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 run2() {  # run2 OUTFILE ARGS...: spillway train on 2 ranks, stdout+stderr to OUTFILE
   local out=$1; shift
   timeout 120 "$mpiexec" -n 2 "${mpi_flags[@]}" -x OMP_NUM_THREADS=1 "$spillway" train "$@" \
@@ -163,49 +157,40 @@ expect_error "a checkpoint of another width" \
 expect_error "a checkpoint past the last step" "is at step 4 and the job has 3 steps" \
   --set train.steps=3 --resume "$work/ckpt/checkpoint-4.h5"
 
-# A rank that fails mid-run: a memory cap between the two ranks' measured peaks lets both
-# set up but stops the hungrier rank inside step 1, while its peer waits on it.
-cap=$(python3 - "$work/out/report.json" <<'PY'
+# fails_mid_run LABEL REPORT [ARGS...]: a memory cap between the two ranks' peaks in REPORT
+# lets both set up but stops the hungrier rank inside a step while its peer waits on it; the
+# job must end at once, non-zero, with that rank's message.
+fails_mid_run() {
+  local label=$1 report=$2 cap start code elapsed
+  shift 2
+  cap=$(python3 - "$report" <<'PY'
 import json, sys
 ranks = json.load(open(sys.argv[1]))["pipeline"]["measured"]["ranks"]
 peaks = sorted(x["peak_bytes"] for x in ranks)
 print((peaks[0] + peaks[1]) // 2 if peaks[1] > 1.1 * peaks[0] else 0)
 PY
 )
-check "the two ranks' peaks differ enough to fail one" test "$cap" -gt 0
-start=$(date +%s)
-run2 "$work/fault.txt" "$work/tiny.toml" --set "output.dir=$work/fault" --set "memory.cap=$cap"
-code=$?
-elapsed=$(( $(date +%s) - start ))
-cat "$work/fault.txt"
-check "a failing rank ends the job non-zero" test $code -ne 0 -a $code -ne 124
-check "within seconds" test $elapsed -lt 30
-check "with that rank's message" grep -q "spillway: error: rank [01]: .*memory cap exceeded" "$work/fault.txt"
+  check "$label: the two ranks' peaks differ enough to fail one" test "$cap" -gt 0
+  start=$(date +%s)
+  run2 "$work/fault-$label.txt" "$work/tiny.toml" --set "output.dir=$work/fault-$label" \
+    --set "memory.cap=$cap" "$@"
+  code=$?
+  elapsed=$(( $(date +%s) - start ))
+  cat "$work/fault-$label.txt"
+  check "$label: a failing rank ends the job non-zero, not at the timeout" \
+    test $code -ne 0 -a $code -ne 124
+  check "$label: within seconds" test $elapsed -lt 30
+  check "$label: with that rank's message" \
+    grep -q "spillway: error: rank [01]: step [0-9]*, .*memory cap exceeded" "$work/fault-$label.txt"
+}
+fails_mid_run no-offload "$work/out/report.json"
 
 # The same with the peer tier, whose teardown is collective (MPI_Win_free): the failing rank
-# must not tear down while its peer waits in step 1 (it did, and the job hung). The cap sits
-# between the ranks' peaks of an uncapped peer run, so setup (which lends the window) passes.
+# must not tear down while its peer waits (it did, and the job hung). The cap comes from an
+# uncapped peer run, so setup (which lends the window) passes.
 OMPI_MCA_osc=sm run2 "$work/peer.txt" "$work/tiny.toml" --set "output.dir=$work/peer" \
   --set 'offload.tier="peer"'
 check "a peer-tier run exits 0" test $? -eq 0
-cap=$(python3 - "$work/peer/report.json" <<'PY'
-import json, sys
-ranks = json.load(open(sys.argv[1]))["pipeline"]["measured"]["ranks"]
-peaks = sorted(x["peak_bytes"] for x in ranks)
-print((peaks[0] + peaks[1]) // 2 if peaks[1] > 1.1 * peaks[0] else 0)
-PY
-)
-check "the peer run's two peaks differ enough to fail one rank" test "$cap" -gt 0
-start=$(date +%s)
-OMPI_MCA_osc=sm run2 "$work/peer-fault.txt" "$work/tiny.toml" --set "output.dir=$work/peer-fault" \
-  --set 'offload.tier="peer"' --set "memory.cap=$cap"
-code=$?
-elapsed=$(( $(date +%s) - start ))
-cat "$work/peer-fault.txt"
-check "with the peer tier, a failing rank ends the job non-zero, not at the timeout" \
-  test $code -ne 0 -a $code -ne 124
-check "within seconds" test $elapsed -lt 30
-check "with that rank's message" grep -q "spillway: error: rank [01]: step 1, .*memory cap exceeded" "$work/peer-fault.txt"
+OMPI_MCA_osc=sm fails_mid_run peer-tier "$work/peer/report.json" --set 'offload.tier="peer"'
 
-echo "$((total - failures)) passed, $failures failed"
-test $failures -eq 0
+finish

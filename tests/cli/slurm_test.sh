@@ -44,13 +44,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-failures=0
-total=0
-check() {  # check NAME CONDITION...
-  local name=$1; shift
-  total=$((total + 1))
-  if "$@"; then echo "ok: $name"; else echo "FAIL: $name"; failures=$((failures + 1)); fi
-}
+. "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 show_slurm_logs() {
   local f
   for f in "$SPILLWAY_SLURM_DIR"/log/*.log; do echo "---- $f"; tail -n 30 "$f"; done
@@ -113,17 +107,26 @@ stages = 2
 schedule = "1f1b"
 TOML
 
+# run_job LABEL SECONDS LOG SCRIPT [ARGS...]: sbatch SCRIPT from the checkout (its settings from
+# the caller's environment), wait for it, print its log; the job must end COMPLETED 0:0. Sets
+# job and result.
+run_job() {
+  local label=$1 limit=$2 log=$3 script=$4 start
+  shift 4
+  start=$(date +%s)
+  job=$(cd "$src" && sbatch --parsable --output="$log" "$jobscripts/$script" "$@")
+  check "sbatch accepts $script" test -n "$job"
+  result=$(wait_job "$job" "$limit")
+  echo "job $job: $result after $(( $(date +%s) - start ))s"
+  cat "$log" 2>/dev/null
+  [ "$result" = "COMPLETED 0:0" ] || show_slurm_logs
+  check "the $label job completes with ExitCode 0:0" test "$result" = "COMPLETED 0:0"
+}
+
 # The script's own #SBATCH lines give 1 node, 2 tasks, 1 CPU each; only paths come from here.
-start=$(date +%s)
 # SLURM_TMPDIR stands for a site's node-local job directory: it must become offload.dir.
-job=$(cd "$src" && SPILLWAY=$spillway CONFIG=$work/tiny.toml OUT=$work/out SLURM_TMPDIR=$work/node-tmp \
-      sbatch --parsable --output="$work/train.out" "$jobscripts/slurm-train.sbatch")
-check "sbatch accepts slurm-train.sbatch" test -n "$job"
-result=$(wait_job "$job" 90)
-echo "job $job: $result after $(( $(date +%s) - start ))s"
-cat "$work/train.out" 2>/dev/null
-[ "$result" = "COMPLETED 0:0" ] || show_slurm_logs
-check "the training job completes with ExitCode 0:0" test "$result" = "COMPLETED 0:0"
+SPILLWAY=$spillway CONFIG=$work/tiny.toml OUT=$work/out SLURM_TMPDIR=$work/node-tmp \
+  run_job training 90 "$work/train.out" slurm-train.sbatch
 check "it ran 2 ranks with 1 thread each" \
   grep -q "2 ranks (2 stages x 1 replica, 1f1b.*1 thread(s) per rank, 20 steps" "$work/train.out"
 check "srun bound the two ranks to different cores" bash -c \
@@ -145,15 +148,8 @@ PY
 # slurm-memory-pressure.sbatch: its arguments after the script reach run.sh, it runs its own
 # 2 ranks with mpiexec inside the allocation, and the results land in OUT.
 if [ -n "$ceilings" ] && [ -x "$ceilings" ]; then
-  start=$(date +%s)
-  job=$(cd "$src" && SPILLWAY=$spillway BENCH_CEILINGS=$ceilings OUT=$work/mp \
-        sbatch --parsable --output="$work/mp.out" "$jobscripts/slurm-memory-pressure.sbatch" --quick)
-  check "sbatch accepts slurm-memory-pressure.sbatch" test -n "$job"
-  result=$(wait_job "$job" 240)
-  echo "job $job: $result after $(( $(date +%s) - start ))s"
-  cat "$work/mp.out" 2>/dev/null
-  [ "$result" = "COMPLETED 0:0" ] || show_slurm_logs
-  check "the memory-pressure job completes with ExitCode 0:0" test "$result" = "COMPLETED 0:0"
+  SPILLWAY=$spillway BENCH_CEILINGS=$ceilings OUT=$work/mp \
+    run_job memory-pressure 240 "$work/mp.out" slurm-memory-pressure.sbatch --quick
   check "it ran 2 ranks with 1 thread each" grep -q "^slurm-memory-pressure: job $job on localhost: 2 ranks x 1 threads" "$work/mp.out"
   check "its log has the table and the goals" \
     bash -c "grep -q '^| tiny | file | none | 1 | ' '$work/mp.out' && grep -q '^- \*\*\(met\|not met\)\*\*: tiny, file tier' '$work/mp.out'"
@@ -187,5 +183,4 @@ alive=0
 for pid in $pids; do ! kill -0 "$pid" 2>/dev/null || alive=$((alive + 1)); done
 check "stop ends munged, slurmctld and slurmd" test "$(wc -w <<< "$pids")" -eq 3 -a $alive -eq 0
 
-echo "$((total - failures)) passed, $failures failed"
-test $failures -eq 0
+finish
