@@ -8,11 +8,13 @@
 #   manifest.jsonl           one line per sweep point, skipped ones included
 #   results.json, results.csv, memory_pressure.svg, bandwidth.svg, results.md (summarize.py)
 #
-#   bench/memory_pressure/run.sh OUT_DIR [--quick] [--models "gpt-m gpt-l"] [--caps "none 0.6 0.45"]
+#   bench/memory_pressure/run.sh OUT_DIR [--quick] [--models "gpt-m gpt-l"] [--caps "none 0.6"]
 #                                [--tiers "file peer host"] [--lookaheads "1 2"]
 #
 # Caps are fractions of the model's measured no-offload peak (the largest rank's ledger peak),
-# so a sweep means the same on any machine; "none" runs the tiers without a cap. Per model: the no-offload run first and last (two
+# so a sweep means the same on any machine; "none" runs the tiers without a cap. By default
+# gpt-m gets none, 0.6 and 0.45, gpt-l none and 0.7 (its weights, gradients and AdamW state
+# alone are 46% of its peak); --caps sets the list for every model. Per model: the no-offload run first and last (two
 # references for the iteration-time ratio, a machine this noisy needs both), then for each cap
 # the no-offload job under it (it should fail: the cap binds) and every tier x lookahead.
 # The host tier runs only where there is a second memory node (NUMA node or memory kind);
@@ -36,7 +38,7 @@ root=$(cd "$here/../.." && pwd)
 out=$1
 shift
 case $out in -*) die "OUT_DIR comes first, got option $out" ;; esac
-quick=0 models="gpt-m gpt-l" caps="none 0.6 0.45" tiers="file peer host" lookaheads=""
+quick=0 models="gpt-m gpt-l" caps="" tiers="file peer host" lookaheads=""
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) quick=1; shift ;;
@@ -50,7 +52,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 if [ $quick -eq 1 ]; then
-  models=tiny caps="none 0.85" lookaheads=${lookaheads:-1}
+  models=tiny caps=${caps:-none 0.85} lookaheads=${lookaheads:-1}
 fi
 for c in $caps; do
   [ "$c" = none ] && continue
@@ -104,7 +106,7 @@ manifest=$out/manifest.jsonl
 : > "$manifest"
 
 # Per model: the job file, the bench's settings on top of it, steps, lookaheads.
-declare -A bench_set steps look
+declare -A bench_set steps look caps_of
 if [ $quick -eq 1 ]; then
   cat > "$out/jobs/tiny.toml" <<'TOML'
 # run.sh --quick: a small GPT whose 16 stashes outweigh everything else, so offload shows.
@@ -127,6 +129,7 @@ TOML
   bench_set[tiny]=""
   steps[tiny]=4
   look[tiny]=$lookaheads
+  caps_of[tiny]=$caps
   ceiling_args=(--bytes $((16 << 20)) --file-bytes $((32 << 20)) --reps 3)
 else
   for m in gpt-m gpt-l; do cp "$root/examples/$m.toml" "$out/jobs/$m.toml"; done
@@ -135,16 +138,19 @@ else
   bench_set[gpt-m]="--set train.batch=16 --set train.microbatches=16"
   steps[gpt-m]=4
   look[gpt-m]=${lookaheads:-1 2}
+  caps_of[gpt-m]=${caps:-none 0.6 0.45}
   # gpt-l: 8 microbatches of one sample and 3 steps; a step is 4-8x gpt-m's, so one lookahead.
   bench_set[gpt-l]="--set train.batch=8 --set train.microbatches=8"
   steps[gpt-l]=3
   look[gpt-l]=${lookaheads:-1}
+  caps_of[gpt-l]=${caps:-none 0.7}
   ceiling_args=()
 fi
 common=(--set data.source=synthetic --set offload.keep=1 --set offload.verify=false
         --set "offload.dir=\"$offload_dir\"")
 
-echo "run.sh: load average before: $(cut -d' ' -f1-3 /proc/loadavg); output in $out" >&2
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "run.sh: load average before: $load_before; output in $out" >&2
 start=$(date +%s)
 
 # manifest_line KEY=VALUE...: one JSON object (values are numbers, or strings without quotes).
@@ -200,7 +206,7 @@ for model in $models; do
   report=$out/runs/$model-none-nocap-r0/report.json
   [ -f "$report" ] || die "the no-offload run of $model failed, so there is nothing to compare with: $(grep -v '^step ' "$out/runs/$model-none-nocap-r0.log" | tail -1) (full log: $out/runs/$model-none-nocap-r0.log)"
   peak=$(peak_of "$report")
-  for fraction in $caps; do
+  for fraction in ${caps_of[$model]}; do
     if [ "$fraction" = none ]; then
       cap=none label=nocap
     else
@@ -224,5 +230,19 @@ for model in $models; do
   [ $quick -eq 1 ] || run "$model-none-nocap-r1" "$model" none none none 1
 done
 
-echo "run.sh: sweep done in $(( $(date +%s) - start ))s; load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "run.sh: sweep done in $(( $(date +%s) - start ))s; load average after: $load_after" >&2
+# What the numbers were measured on and under.
+python3 - "$out/environment.json" "$load_before" "$load_after" "$(( $(date +%s) - start ))" \
+  "$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)" "$numa_nodes" "$OMP_NUM_THREADS" \
+  "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)" "$offload_dir" <<'PY'
+import json, socket, sys, time
+keys = ["load_before", "load_after", "seconds", "cpus", "memory_nodes", "threads_per_rank",
+        "commit", "offload_dir"]
+env = dict(zip(keys, sys.argv[2:]))
+for k in ("seconds", "cpus", "memory_nodes", "threads_per_rank"):
+    env[k] = int(env[k])
+env.update(host=socket.gethostname(), ranks=2, date=time.strftime("%Y-%m-%d %H:%M"))
+json.dump(env, open(sys.argv[1], "w"), indent=1)
+PY
 python3 "$here/summarize.py" "$out" | tee "$out/results.md"

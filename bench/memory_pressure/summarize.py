@@ -276,14 +276,16 @@ def memory_plot(results, path):
     for r in results:
         if r.get("model") and r["status"] == "ok" and r["model"] not in models:
             models.append(r["model"])
-    pw, ph, left, top, gap = 420, 300, 60, 40, 70
-    width = left + len(models) * (pw + gap)
+    pw, ph, left, top, gap = 420, 300, 60, 56, 70
+    width = max(left + len(models) * (pw + gap), 640)
     height = top + ph + 90
     svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'font-family="sans-serif" font-size="11">',
            f'<rect width="{width}" height="{height}" fill="white"/>',
            f'<text x="{width / 2}" y="18" text-anchor="middle" font-size="13">Iteration time '
-           'relative to no offload against per-rank peak memory (filled: ledger, hollow: RSS)</text>']
+           'relative to no offload against per-rank peak memory</text>',
+           f'<text x="{width / 2}" y="33" text-anchor="middle" fill="#555">filled: ledger peak, '
+           'hollow: peak RSS (largest rank); labels: memory cap of the no-offload peak, look-ahead</text>']
     for i, model in enumerate(models):
         runs = [r for r in results if r.get("model") == model and r["status"] == "ok"]
         xs = [r["peak_bytes"] / MIB for r in runs] + [r["rss_bytes"] / MIB for r in runs if r["rss_bytes"]]
@@ -316,7 +318,8 @@ def memory_plot(results, path):
                 svg.append(f'<line x1="{x:.1f}" y1="{y:.1f}" x2="{xr:.1f}" y2="{y:.1f}" stroke="{c}" stroke-opacity="0.4"/>')
                 svg.append(f'<circle cx="{xr:.1f}" cy="{y:.1f}" r="4" fill="white" stroke="{c}"/>')
             svg.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4.5" fill="{c}"><title>{esc(r["name"])}</title></circle>')
-            label = "" if r["tier"] == "none" else f'{cap_label(r)} L{r["lookahead"]}'
+            cap = "no cap" if r["cap_fraction"] is None else cap_label(r)
+            label = "" if r["tier"] == "none" else f'{cap} L{r["lookahead"]}'
             if label:
                 svg.append(f'<text x="{x + 6:.1f}" y="{y - 5:.1f}" font-size="9" fill="{c}">{esc(label)}</text>')
     ly = top + ph + 56
@@ -326,7 +329,6 @@ def memory_plot(results, path):
             svg.append(f'<circle cx="{lx}" cy="{ly}" r="5" fill="{COLOURS[tier]}"/>')
             svg.append(f'<text x="{lx + 9}" y="{ly + 4}">{tier}</text>')
             lx += 70
-    svg.append(f'<text x="{lx + 10}" y="{ly + 4}" fill="#555">labels: memory cap (of the no-offload peak), look-ahead</text>')
     svg.append("</svg>")
     write_atomically(path, "\n".join(svg) + "\n")
 
@@ -396,8 +398,10 @@ def main():
     ceilings = load_json(os.path.join(out, "ceilings.json"))
     results = collect(out)
     checked = goals(results, ceilings)
+    env_path = os.path.join(out, "environment.json")
+    environment = load_json(env_path) if os.path.exists(env_path) else {}
     write_atomically(os.path.join(out, "results.json"), json.dumps(
-        {"ceilings": ceilings, "runs": results,
+        {"environment": environment, "ceilings": ceilings, "runs": results,
          "goals": [{"goal": g, "status": s} for g, s in checked]}, indent=1) + "\n")
     tmp = os.path.join(out, "results.csv.tmp")
     with open(tmp, "w", newline="") as f:
@@ -412,6 +416,12 @@ def main():
     os.replace(tmp, os.path.join(out, "results.csv"))
     memory_plot(results, os.path.join(out, "memory_pressure.svg"))
     bandwidth_plot(results, ceilings, os.path.join(out, "bandwidth.svg"))
+    if environment:
+        e = environment
+        print(f"{e['date']}, {e['host']}: {e['ranks']} ranks x {e['threads_per_rank']} thread(s), "
+              f"{e['cpus']} CPUs, {e['memory_nodes']} memory node(s), commit {e['commit']}; "
+              f"load average {e['load_before']} before, {e['load_after']} after; "
+              f"{e['seconds']} s\n")
     print(markdown(results, ceilings))
     print("\nGoals:\n")
     for text, status in checked:
