@@ -38,9 +38,9 @@ constexpr std::size_t kPage = 4096;
 struct Options {
   std::string out, dir;
   std::size_t bytes = std::size_t{64} << 20;
-  std::size_t file_bytes = std::size_t{512} << 20;
+  std::size_t file_bytes = std::size_t{256} << 20;
   std::size_t block = std::size_t{4} << 20;
-  int reps = 7;
+  int reps = 5;
 };
 
 // A failure on any rank ends the tool with one line from that rank; MPI_Abort because the
