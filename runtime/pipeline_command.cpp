@@ -16,15 +16,12 @@
 
 namespace spw {
 
-Status run_pipeline_job(const JobConfig& job, const TrainCommand& command, MPI_Comm comm,
+namespace {
+
+// Trains the opened job and writes its report; scope says who shares a failure.
+Status train_opened_job(const JobConfig& job, const TrainCommand& command, PipelineJob& opened,
                         FailureScope& scope) {
-  scope = FailureScope::all_ranks;
-  PipelineJobOptions options;
-  options.trace = true;
-  options.resume_from = command.resume_from;
-  options.predict = command.predict;
-  SPW_ASSIGN_OR_RETURN(PipelineJob opened, open_pipeline_job(job, comm, options));
-  comm = opened.world;
+  MPI_Comm comm = opened.world;
   const int rank = opened.rank;
   const PipelineSettings& settings = opened.settings;
   const PipelineLayout& layout = settings.layout;
@@ -143,6 +140,26 @@ Status run_pipeline_job(const JobConfig& job, const TrainCommand& command, MPI_C
               100 * pipeline["predicted"].value("bubble_fraction", 0.0), plan_note.c_str(),
               report_path.c_str(), timeline_note.c_str());
   return Status::success();
+}
+
+}  // namespace
+
+Status run_pipeline_job(const JobConfig& job, const TrainCommand& command, MPI_Comm comm,
+                        FailureScope& scope) {
+  scope = FailureScope::all_ranks;
+  PipelineJobOptions options;
+  options.trace = true;
+  options.resume_from = command.resume_from;
+  options.predict = command.predict;
+  SPW_ASSIGN_OR_RETURN(PipelineJob opened, open_pipeline_job(job, comm, options));
+  const Status status = train_opened_job(job, command, opened, scope);
+  if (!status.ok() && scope == FailureScope::this_rank) {
+    // The peers may be blocked on this rank mid-step, and the caller ends the job. Tearing
+    // the executor down first would run its collective frees (the peer tier's
+    // MPI_Win_free), which would wait for those peers forever: leave it to the job's end.
+    static_cast<void>(opened.executor.release());
+  }
+  return status;
 }
 
 }  // namespace spw

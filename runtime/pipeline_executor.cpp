@@ -87,6 +87,9 @@ Result<std::unique_ptr<PipelineExecutor>> PipelineExecutor::create(
   }
   const Status local = executor->setup(settings, world);
   SPW_TRY(agree_on_status(world, local));
+  // The offload tier comes second: the peer tier's window is collective, so every rank
+  // must reach it, which a rank whose setup failed would not.
+  SPW_TRY(agree_on_status(world, executor->setup_offload()));
   MPI_Barrier(world);
   // Every rank leaves the barrier within microseconds of the others: a common time zero
   // for traces on one node (across nodes, clocks differ by their offset).
@@ -195,8 +198,7 @@ Status PipelineExecutor::setup(const PipelineSettings& settings, MPI_Comm world)
   reduce_started_.assign(chunks_.size(), -1.0);
   timings_.resize(chunks_.size());
   stash_estimate_.assign(chunks_.size(), 0);
-  SPW_TRY(learn_stash_layouts());
-  return setup_offload();
+  return learn_stash_layouts();
 }
 
 std::vector<NamedParameter> PipelineExecutor::local_parameters() {
@@ -367,12 +369,18 @@ Status PipelineExecutor::setup_offload() {
       } else if (l.replicas > 1) {
         peer = ((replica_ + 1) % l.replicas) * width + pipeline_rank_;
       }
-      SPW_ASSIGN_OR_RETURN(auto report, sched::validate(schedule_));
-      SPW_ASSIGN_OR_RETURN(std::int64_t per_stash, measure_stash_bytes());
-      // Every stash alive at once could be out at once; 4 KiB per stash for alignment.
-      const std::size_t capacity = static_cast<std::size_t>(
-          report.max_live_stashes[static_cast<std::size_t>(pipeline_rank_)] *
-          (per_stash + 4096));
+      // Sizing the window can fail on one rank (a cap); the window is collective: agree first.
+      std::size_t capacity = 0;
+      Status sized = [&]() -> Status {
+        SPW_ASSIGN_OR_RETURN(auto report, sched::validate(schedule_));
+        SPW_ASSIGN_OR_RETURN(std::int64_t per_stash, measure_stash_bytes());
+        // Every stash alive at once could be out at once; 4 KiB per stash for alignment.
+        capacity = static_cast<std::size_t>(
+            report.max_live_stashes[static_cast<std::size_t>(pipeline_rank_)] *
+            (per_stash + 4096));
+        return Status::success();
+      }();
+      SPW_TRY(agree_on_status(world_, sized));
       // Collective: every rank reaches this, even one without a partner (peer -1).
       auto made = offload::make_peer_tier(world_, peer, peer < 0 ? 0 : capacity);
       if (!made.ok()) return made.status();

@@ -7,6 +7,7 @@
 #include "kernels/memory_ledger.hpp"
 #include "partition/simulator.hpp"
 #include "runtime/mpi_support.hpp"
+#include "runtime/process_memory.hpp"
 
 namespace spw {
 namespace {
@@ -116,6 +117,7 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
   const LedgerSnapshot memory = MemoryLedger::process().snapshot();
   mine.push_back(static_cast<double>(memory.peak_total));
   for (MemoryCategory c : kAllMemoryCategories) mine.push_back(static_cast<double>(memory.peak_of(c)));
+  mine.push_back(static_cast<double>(peak_resident_bytes()));
   for (std::size_t c = 0; c < v; ++c) {
     const ChunkTiming& t = executor.chunk_timings()[c];
     const double n = static_cast<double>(std::max<std::int64_t>(t.samples, 1));
@@ -139,7 +141,8 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
   const std::size_t offload_at = medians + 4;
   const std::size_t sent_at = offload_at + 6;
   const std::size_t memory_at = sent_at + 1;
-  const std::size_t chunks_at = memory_at + 1 + kMemoryCategoryCount;
+  const std::size_t rss_at = memory_at + 1 + kMemoryCategoryCount;
+  const std::size_t chunks_at = rss_at + 1;
 
   std::vector<double> bubble_per_step;
   std::vector<double> iteration_per_step;
@@ -175,7 +178,8 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
                        {"failed_evictions", at(r, offload_at + 5)}}},
                      {"sent_bytes_per_step", at(r, sent_at)},
                      {"peak_bytes", static_cast<std::size_t>(at(r, memory_at))},
-                     {"peak_bytes_by_category", by_category(peak)}});
+                     {"peak_bytes_by_category", by_category(peak)},
+                     {"peak_rss_bytes", static_cast<std::size_t>(at(r, rss_at))}});
   }
 
   // The simulator, fed with this run's costs: stage s's figures averaged over its replicas,

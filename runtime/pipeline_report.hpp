@@ -1,8 +1,8 @@
-// What a pipeline run reports beyond the single-rank report: per-rank busy time and peak
-// memory by category, the measured bubble, and the simulator's prediction for the same
-// schedule fed with the costs this run measured, so a reader sees both side by side and
-// where they part. All functions are collective over the executor's world; the results
-// are meaningful on world rank 0 only.
+// What a pipeline run reports beyond the single-rank report: per-rank busy time, peak
+// memory by category and peak resident set size, the measured bubble, and the simulator's
+// prediction for the same schedule fed with the costs this run measured, so a reader sees
+// both side by side and where they part. All functions are collective over the executor's
+// world; the results are meaningful on world rank 0 only.
 #pragma once
 
 #include <mpi.h>

@@ -1,16 +1,9 @@
-# Sourced by the CLI tests: a scratch directory removed on exit, `check NAME CONDITION...`
-# (counts and prints ok/FAIL), `one_line FILE TEXT`, `write_tiny_gpt FILE` (a 2-layer GPT on
-# synthetic tokens, 4 blocks, batch 8 in 4 microbatches) and `finish` (the tally and the
-# exit status).
+# Sourced by the CLI tests: a scratch directory removed on exit, `check` and `finish` from
+# check.sh, `one_line FILE TEXT` and `write_tiny_gpt FILE` (a 2-layer GPT on synthetic
+# tokens, 4 blocks, batch 8 in 4 microbatches).
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-failures=0
-total=0
-check() {  # check NAME CONDITION...
-  local name=$1; shift
-  total=$((total + 1))
-  if "$@"; then echo "ok: $name"; else echo "FAIL: $name"; failures=$((failures + 1)); fi
-}
+. "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 one_line() {  # one_line FILE TEXT: FILE is a single line holding TEXT
   [ "$(wc -l < "$1")" -eq 1 ] && grep -q -F -- "$2" "$1"
 }
@@ -29,8 +22,4 @@ batch = 8
 microbatches = 4
 steps = 5
 TOML
-}
-finish() {
-  echo "$((total - failures)) passed, $failures failed"
-  [ $failures -eq 0 ]
 }

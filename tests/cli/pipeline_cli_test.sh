@@ -2,7 +2,7 @@
 # `spillway train` under mpiexec, as a batch job sees it: a 2-rank pipeline writes its report,
 # trace and timeline; checkpoints it writes resume exactly; bad layouts and checkpoints that
 # do not fit fail before any compute with one message and a non-zero exit; a rank failing
-# mid-run ends the whole job quickly with that rank's message.
+# mid-run ends the whole job quickly with that rank's message, with the peer tier too.
 # Usage: pipeline_cli_test.sh SPILLWAY MPIEXEC [MPIEXEC FLAGS...]
 set -u
 spillway=$1 mpiexec=$2
@@ -36,6 +36,8 @@ ranks = p["measured"]["ranks"]
 ok = (r["ranks"] == 2 and len(r["loss"]) == 5 and len(ranks) == 2
       and all(x["peak_bytes"] > 0 and x["busy_seconds"] > 0 for x in ranks)
       and all(x["peak_bytes_by_category"]["parameters"] > 0 for x in ranks)
+      # the process holds at least what the ledger counted (every tensor is touched), plus MPI
+      and all(x["peak_rss_bytes"] > x["peak_bytes"] for x in ranks)
       and 0 <= p["measured"]["bubble_fraction"] < 1
       and 0 < p["predicted"]["bubble_fraction"] < 1
       and p["predicted"]["iteration_seconds"] > 0
@@ -200,30 +202,53 @@ assert ranks[0]["peak_bytes_by_category"]["gradients"] == 0, ranks[0]
 assert ranks[1]["peak_bytes_by_category"]["gradients"] > 0, ranks[1]
 assert ranks[1]["peak_bytes_by_category"]["optimizer_state"] > 0, ranks[1]
 # The simulator, fed with the forward rank's forward and the backward rank's backward times,
-# predicts the same kind of iteration (not a per-run sum taken for a per-microbatch cost).
+# predicts the same kind of iteration (not a per-run sum taken for a per-microbatch cost);
+# the bound is loose because a loaded machine makes the tiny run's own timings noisy.
 ratio = p["predicted"]["iteration_seconds"] / p["measured"]["iteration_seconds"]
-assert 0.5 < ratio < 2, ratio
+assert 1 / 3 < ratio < 3, ratio
 PY
 expect_error "PipeFB with 2 stages on 2 ranks" "need 4 ranks, but the job was launched with 2: launch with mpirun -n 4" \
   --set parallel.stages=2 --set 'parallel.layout="pipefb"'
 
-# A rank that fails mid-run: a memory cap between the two ranks' measured peaks lets both
-# set up but stops the hungrier rank inside step 1, while its peer waits on it.
-cap=$(python3 - "$work/out/report.json" <<'PY'
+# fails_mid_run LABEL REPORT [ARGS...]: a memory cap between the two ranks' peaks in REPORT
+# lets both set up but stops the hungrier rank inside a step while its peer waits on it; the
+# job must end at once, non-zero, with that rank's message.
+fails_mid_run() {
+  local label=$1 report=$2 cap start code elapsed
+  shift 2
+  cap=$(python3 - "$report" <<'PY'
 import json, sys
 ranks = json.load(open(sys.argv[1]))["pipeline"]["measured"]["ranks"]
 peaks = sorted(x["peak_bytes"] for x in ranks)
-print((peaks[0] + peaks[1]) // 2 if peaks[1] > 1.1 * peaks[0] else 0)
+# Close under the hungrier rank's peak: its setup (which with the peer tier runs one forward
+# to size the window) must still fit.
+print(max((peaks[0] + peaks[1]) // 2, peaks[1] - 32768) if peaks[1] > 1.1 * peaks[0] else 0)
 PY
 )
-check "the two ranks' peaks differ enough to fail one" test "$cap" -gt 0
-start=$(date +%s)
-run2 "$work/fault.txt" "$work/tiny.toml" --set "output.dir=$work/fault" --set "memory.cap=$cap"
-code=$?
-elapsed=$(( $(date +%s) - start ))
-cat "$work/fault.txt"
-check "a failing rank ends the job non-zero" test $code -ne 0 -a $code -ne 124
-check "within seconds" test $elapsed -lt 30
-check "with that rank's message" grep -q "spillway: error: rank [01]: .*memory cap exceeded" "$work/fault.txt"
+  check "$label: the two ranks' peaks differ enough to fail one" test "$cap" -gt 0
+  start=$(date +%s)
+  run2 "$work/fault-$label.txt" "$work/tiny.toml" --set "output.dir=$work/fault-$label" \
+    --set "memory.cap=$cap" "$@"
+  code=$?
+  elapsed=$(( $(date +%s) - start ))
+  cat "$work/fault-$label.txt"
+  check "$label: a failing rank ends the job non-zero, not at the timeout" \
+    test $code -ne 0 -a $code -ne 124
+  check "$label: within seconds" test $elapsed -lt 30
+  check "$label: with that rank's message" \
+    grep -q "spillway: error: rank [01]: step [0-9]*, .*memory cap exceeded" "$work/fault-$label.txt"
+}
+fails_mid_run no-offload "$work/out/report.json"
+
+# The same with the peer tier, whose teardown is collective (MPI_Win_free): the failing rank
+# must not tear down while its peer waits (it did, and the job hung). The cap comes from an
+# uncapped peer run, so setup (which lends the window) passes. Uneven stages keep the two
+# peaks apart, and a keep above any stash count offloads nothing, so the hungrier rank
+# cannot make room by evicting: the window is lent, but the cap still bites.
+peer_args=(--set 'offload.tier="peer"' --set offload.keep=100 --set 'parallel.stages=[[0,0],[1,3]]')
+OMPI_MCA_osc=sm run2 "$work/peer.txt" "$work/tiny.toml" --set "output.dir=$work/peer" \
+  "${peer_args[@]}"
+check "a peer-tier run exits 0" test $? -eq 0
+OMPI_MCA_osc=sm fails_mid_run peer-tier "$work/peer/report.json" "${peer_args[@]}"
 
 finish

@@ -4,11 +4,12 @@
 # submitted with sbatch as a 2-rank pipeline of a tiny GPT; the job must end COMPLETED with
 # ExitCode 0:0, its log must show both ranks bound to their own core and the loss falling. The
 # job scripts' error paths (missing binary, missing benchmark) must fail the job with their
-# one-line message. Slurm is stopped at the end whatever happened.
+# one-line message. With BENCH_CEILINGS, slurm-memory-pressure.sbatch runs the benchmark's quick
+# mode, which must complete with its results. Slurm is stopped at the end whatever happened.
 # Exits 77 (ctest SKIP_RETURN_CODE) only when Slurm cannot run here: not root.
-# Usage: slurm_test.sh SPILLWAY SOURCE_DIR
+# Usage: slurm_test.sh SPILLWAY SOURCE_DIR [BENCH_CEILINGS]
 set -u
-spillway=$1 src=$2
+spillway=$1 src=$2 ceilings=${3:-}
 jobscripts=$src/jobscripts
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -43,13 +44,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-failures=0
-total=0
-check() {  # check NAME CONDITION...
-  local name=$1; shift
-  total=$((total + 1))
-  if "$@"; then echo "ok: $name"; else echo "FAIL: $name"; failures=$((failures + 1)); fi
-}
+. "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 show_slurm_logs() {
   local f
   for f in "$SPILLWAY_SLURM_DIR"/log/*.log; do echo "---- $f"; tail -n 30 "$f"; done
@@ -112,17 +107,26 @@ stages = 2
 schedule = "1f1b"
 TOML
 
+# run_job LABEL SECONDS LOG SCRIPT [ARGS...]: sbatch SCRIPT from the checkout (its settings from
+# the caller's environment), wait for it, print its log; the job must end COMPLETED 0:0. Sets
+# job and result.
+run_job() {
+  local label=$1 limit=$2 log=$3 script=$4 start
+  shift 4
+  start=$(date +%s)
+  job=$(cd "$src" && sbatch --parsable --output="$log" "$jobscripts/$script" "$@")
+  check "sbatch accepts $script" test -n "$job"
+  result=$(wait_job "$job" "$limit")
+  echo "job $job: $result after $(( $(date +%s) - start ))s"
+  cat "$log" 2>/dev/null
+  [ "$result" = "COMPLETED 0:0" ] || show_slurm_logs
+  check "the $label job completes with ExitCode 0:0" test "$result" = "COMPLETED 0:0"
+}
+
 # The script's own #SBATCH lines give 1 node, 2 tasks, 1 CPU each; only paths come from here.
-start=$(date +%s)
 # SLURM_TMPDIR stands for a site's node-local job directory: it must become offload.dir.
-job=$(cd "$src" && SPILLWAY=$spillway CONFIG=$work/tiny.toml OUT=$work/out SLURM_TMPDIR=$work/node-tmp \
-      sbatch --parsable --output="$work/train.out" "$jobscripts/slurm-train.sbatch")
-check "sbatch accepts slurm-train.sbatch" test -n "$job"
-result=$(wait_job "$job" 90)
-echo "job $job: $result after $(( $(date +%s) - start ))s"
-cat "$work/train.out" 2>/dev/null
-[ "$result" = "COMPLETED 0:0" ] || show_slurm_logs
-check "the training job completes with ExitCode 0:0" test "$result" = "COMPLETED 0:0"
+SPILLWAY=$spillway CONFIG=$work/tiny.toml OUT=$work/out SLURM_TMPDIR=$work/node-tmp \
+  run_job training 90 "$work/train.out" slurm-train.sbatch
 check "it ran 2 ranks with 1 thread each" \
   grep -q "2 ranks (2 stages x 1 replica, 1f1b.*1 thread(s) per rank, 20 steps" "$work/train.out"
 check "srun bound the two ranks to different cores" bash -c \
@@ -140,13 +144,33 @@ import json, sys
 sys.exit(0 if json.load(open(sys.argv[1]))["config"]["offload"]["dir"] == sys.argv[2] else 1)
 PY
 
+# The memory-pressure benchmark in quick mode (a small model, 6 points, ~20 s here) through
+# slurm-memory-pressure.sbatch: its arguments after the script reach run.sh, it runs its own
+# 2 ranks with mpiexec inside the allocation, and the results land in OUT.
+if [ -n "$ceilings" ] && [ -x "$ceilings" ]; then
+  SPILLWAY=$spillway BENCH_CEILINGS=$ceilings OUT=$work/mp \
+    run_job memory-pressure 240 "$work/mp.out" slurm-memory-pressure.sbatch --quick
+  check "it ran 2 ranks with 1 thread each" grep -q "^slurm-memory-pressure: job $job on localhost: 2 ranks x 1 threads" "$work/mp.out"
+  check "its log has the table and the goals" \
+    bash -c "grep -q '^| tiny | file | none | 1 | ' '$work/mp.out' && grep -q '^- \*\*\(met\|not met\)\*\*: tiny, file tier' '$work/mp.out'"
+  check "results.json in OUT: the reference and file and peer runs without a cap, offload moved bytes" \
+    python3 - "$work/mp/results.json" <<'PY'
+import json, sys
+runs = {r["name"]: r for r in json.load(open(sys.argv[1]))["runs"]}
+ok = lambda n: runs.get(n, {}).get("status") == "ok"
+sys.exit(0 if ok("tiny-none-nocap-r0") and all(ok(f"tiny-{t}-nocap-la1") and runs[f"tiny-{t}-nocap-la1"]["bytes_moved"] > 0 for t in ("file", "peer")) else 1)
+PY
+else
+  echo "SKIP: slurm-memory-pressure.sbatch --quick: no bench_ceilings (configure with SPILLWAY_BUILD_BENCH=ON)"
+fi
+
 # Error paths end the job FAILED with one line naming what is missing.
 job=$(cd "$work" && SPILLWAY=$work/no-such-binary CONFIG=$work/tiny.toml \
       sbatch --parsable --output="$work/nobin.out" "$jobscripts/slurm-train.sbatch")
 result=$(wait_job "$job" 30)
 check "a missing binary fails the job (exit 1)" test "$result" = "FAILED 1:0"
 check "with one line naming it" grep -qx "slurm-train: no spillway binary at $work/no-such-binary (build it, or set SPILLWAY)" "$work/nobin.out"
-# SPILLWAY_ROOT without bench/memory_pressure: the error path stays tested once the benchmark lands.
+# SPILLWAY_ROOT without bench/memory_pressure (a checkout that lacks it).
 job=$(cd "$work" && SPILLWAY_ROOT=$work SPILLWAY=$spillway \
       sbatch --parsable --output="$work/nobench.out" "$jobscripts/slurm-memory-pressure.sbatch")
 result=$(wait_job "$job" 30)
@@ -159,5 +183,4 @@ alive=0
 for pid in $pids; do ! kill -0 "$pid" 2>/dev/null || alive=$((alive + 1)); done
 check "stop ends munged, slurmctld and slurmd" test "$(wc -w <<< "$pids")" -eq 3 -a $alive -eq 0
 
-echo "$((total - failures)) passed, $failures failed"
-test $failures -eq 0
+finish

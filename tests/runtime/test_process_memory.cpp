@@ -1,0 +1,48 @@
+#include "runtime/process_memory.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+namespace spw {
+namespace {
+
+// VmHWM from /proc/self/status, in bytes: the kernel's own statement of the same figure.
+std::size_t vm_hwm_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+TEST(ProcessMemory, PeakResidentGrowsByWhatIsTouchedAndMatchesVmHwm) {
+  const std::size_t before = peak_resident_bytes();
+  ASSERT_GT(before, 0u);
+  constexpr std::size_t kBytes = std::size_t{256} << 20;
+  // Touched page by page, so every page becomes resident; volatile keeps the compiler from
+  // dropping the allocation.
+  auto* block = static_cast<char*>(std::malloc(kBytes));
+  ASSERT_NE(block, nullptr);
+  std::memset(block, 1, kBytes);
+  volatile char sink = block[kBytes - 1];
+  (void)sink;
+  const std::size_t after = peak_resident_bytes();
+  const std::size_t hwm = vm_hwm_bytes();
+  std::free(block);
+
+  EXPECT_GE(after, before + kBytes - (std::size_t{4} << 20))
+      << "before " << before << ", after " << after;
+  // A high-water mark: freeing does not lower it.
+  EXPECT_GE(peak_resident_bytes(), after);
+  ASSERT_GT(hwm, 0u);
+  // Same quantity, read a moment apart: within a page-table's worth of each other.
+  EXPECT_NEAR(static_cast<double>(after), static_cast<double>(hwm), 8.0 * (1 << 20));
+}
+
+}  // namespace
+}  // namespace spw
