@@ -87,6 +87,11 @@ ok = (plan == kept and plan["how"] == "searched by the planner"
 sys.exit(0 if ok else 1)
 PY
 check "the profile was taken on both ranks" grep -q "measured on all 2 ranks at once" "$work/auto/plan.json"
+OMP_NUM_THREADS=1 "$spillway" plan "$work/tiny.toml" --ranks 2 --repeats 1 \
+  --set "output.dir=$work/auto" --set 'parallel.stages="auto"' > "$work/replan.txt" 2>&1
+check "spillway plan takes the links that run measured" \
+  grep -q "^links: measured by an earlier run of 2 ranks on this node ($work/auto/topology-2-" \
+  "$work/replan.txt"
 
 # A forced layout with --predict: measured like "auto", predicted as it stands.
 run2 "$work/predict.txt" "$work/tiny.toml" --set "output.dir=$work/predict" --predict
