@@ -73,7 +73,10 @@ Result<BlockProfile> block_from_json(const json& object, const std::string& wher
   SPW_ASSIGN_OR_RETURN(b.backward_input_s, get_number(object, "backward_input_s", where));
   SPW_ASSIGN_OR_RETURN(b.backward_weight_s, get_number(object, "backward_weight_s", where));
   SPW_ASSIGN_OR_RETURN(b.stash_bytes, get_integer(object, "stash_bytes", where));
+  SPW_ASSIGN_OR_RETURN(b.backward_bytes, get_integer(object, "backward_bytes", where));
   SPW_ASSIGN_OR_RETURN(b.activation_bytes, get_integer(object, "activation_bytes", where));
+  SPW_ASSIGN_OR_RETURN(b.workspace_bytes, get_integer(object, "workspace_bytes", where));
+  SPW_ASSIGN_OR_RETURN(b.scratch_bytes, get_integer(object, "scratch_bytes", where));
   SPW_ASSIGN_OR_RETURN(b.parameter_bytes, get_integer(object, "parameter_bytes", where));
   SPW_ASSIGN_OR_RETURN(b.gradient_bytes, get_integer(object, "gradient_bytes", where));
   SPW_ASSIGN_OR_RETURN(b.optimizer_state_bytes,
@@ -98,7 +101,10 @@ Status check_profile(const ModelProfile& profile) {
     SPW_TRY(check_seconds(where, "backward_input_s", b.backward_input_s));
     SPW_TRY(check_seconds(where, "backward_weight_s", b.backward_weight_s));
     SPW_TRY(check_bytes(where, "stash_bytes", b.stash_bytes));
+    SPW_TRY(check_bytes(where, "backward_bytes", b.backward_bytes));
     SPW_TRY(check_bytes(where, "activation_bytes", b.activation_bytes));
+    SPW_TRY(check_bytes(where, "workspace_bytes", b.workspace_bytes));
+    SPW_TRY(check_bytes(where, "scratch_bytes", b.scratch_bytes));
     SPW_TRY(check_bytes(where, "parameter_bytes", b.parameter_bytes));
     SPW_TRY(check_bytes(where, "gradient_bytes", b.gradient_bytes));
     SPW_TRY(check_bytes(where, "optimizer_state_bytes", b.optimizer_state_bytes));
@@ -150,6 +156,7 @@ Result<ModelProfile> median_profile(const std::vector<ModelProfile>& measured) {
     for (std::size_t i = 0; i < out.blocks.size(); ++i) {
       const BlockProfile &a = out.blocks[i], &b = p.blocks[i];
       if (a.name != b.name || a.stash_bytes != b.stash_bytes ||
+          a.backward_bytes != b.backward_bytes || a.workspace_bytes != b.workspace_bytes ||
           a.activation_bytes != b.activation_bytes || a.parameter_bytes != b.parameter_bytes ||
           a.gradient_bytes != b.gradient_bytes || a.optimizer_state_bytes != b.optimizer_state_bytes)
         return bad(which + "differs from profile 0 in block " + std::to_string(i) + " (" + a.name +
@@ -169,6 +176,9 @@ Result<ModelProfile> median_profile(const std::vector<ModelProfile>& measured) {
         median_over([i](const ModelProfile& p) { return p.blocks[i].backward_input_s; });
     b.backward_weight_s =
         median_over([i](const ModelProfile& p) { return p.blocks[i].backward_weight_s; });
+    // Scratch includes kernels' process-wide buffers, which each rank grew on its own.
+    for (const ModelProfile& p : measured)
+      b.scratch_bytes = std::max(b.scratch_bytes, p.blocks[i].scratch_bytes);
   }
   return out;
 }
@@ -181,11 +191,15 @@ std::string profile_to_json(const ModelProfile& profile) {
                       {"backward_input_s", b.backward_input_s},
                       {"backward_weight_s", b.backward_weight_s},
                       {"stash_bytes", b.stash_bytes},
+                      {"backward_bytes", b.backward_bytes},
                       {"activation_bytes", b.activation_bytes},
+                      {"workspace_bytes", b.workspace_bytes},
+                      {"scratch_bytes", b.scratch_bytes},
                       {"parameter_bytes", b.parameter_bytes},
                       {"gradient_bytes", b.gradient_bytes},
                       {"optimizer_state_bytes", b.optimizer_state_bytes}});
-  const json out = {{"model", profile.model},
+  const json out = {{"version", kProfileVersion},
+                    {"model", profile.model},
                     {"microbatch_samples", profile.microbatch_samples},
                     {"threads", profile.threads},
                     {"optimizer_step_s", profile.optimizer_step_s},
@@ -198,6 +212,20 @@ Result<ModelProfile> profile_from_json(std::string_view text, const std::string&
   if (root.is_discarded()) return bad(source + ": not valid JSON");
   if (!root.is_object()) return bad(source + ": the top level must be an object");
   const std::string where = source + ": ";
+  std::int64_t version = 1;
+  if (root.contains("version")) {
+    SPW_ASSIGN_OR_RETURN(version, get_integer(root, "version", where));
+  }
+  if (version < kProfileVersion)
+    return bad(where + "profile version " + std::to_string(version) +
+               (root.contains("version") ? "" : " (no \"version\" key)") +
+               " lacks the backward, workspace and scratch bytes the memory model needs; "
+               "run `spillway profile` again to write version " +
+               std::to_string(kProfileVersion));
+  if (version > kProfileVersion)
+    return bad(where + "profile version " + std::to_string(version) +
+               " is newer than this spillway reads (" + std::to_string(kProfileVersion) +
+               "); profile again with this version");
   ModelProfile profile;
   if (root.contains("model")) {
     SPW_ASSIGN_OR_RETURN(profile.model, get_string(root, "model", where));

@@ -4,9 +4,11 @@
 // `spillway profile` fills this on the node; the planner reads it as profile.json.
 //
 // Scaling assumption: the planner picks its own microbatch size, and scales every time and
-// the per-microbatch bytes (stash, activation) linearly in samples; parameter, gradient and
-// optimizer-state bytes do not depend on the batch. Linear holds when a block's passes are
-// large GEMMs; for tiny microbatches, where per-call overhead dominates, it is optimistic.
+// the per-microbatch bytes (stash, activation, backward, workspace) linearly in samples;
+// scratch only up (kernels' scratch partly depends on threads and sequence length, not on
+// the batch); parameter, gradient and optimizer-state bytes do not depend on the batch.
+// Linear holds when a block's passes are large GEMMs; for tiny microbatches, where per-call
+// overhead dominates, it is optimistic.
 #pragma once
 
 #include <cstdint>
@@ -18,16 +20,27 @@
 
 namespace spw::sched {
 
+// The bytes are what the ledger sees the block's passes allocate (runtime/profiler.hpp); the
+// planner adds a stage's input and its blocks' outputs and their gradients to them
+// (planner_cost.hpp), as the executor's microbatch slots hold them.
 struct BlockProfile {
   std::string name;
   double forward_s = 0;
   double backward_input_s = 0;   // gradient w.r.t. the block's input
   double backward_weight_s = 0;  // gradient w.r.t. its parameters
-  std::int64_t stash_bytes = 0;       // kept from forward until the weight gradient
+  // Per microbatch: what its forward keeps for the backward (BlockState::saved).
+  std::int64_t stash_bytes = 0;
   std::int64_t activation_bytes = 0;  // its output, what crosses a stage boundary after it
   std::int64_t parameter_bytes = 0;
   std::int64_t gradient_bytes = 0;
   std::int64_t optimizer_state_bytes = 0;
+  // Per microbatch: what its backward-input keeps for the backward-weight (BlockState::grads).
+  std::int64_t backward_bytes = 0;
+  // Held by a rank running the block's backwards for the whole run (the block's reusable
+  // buffers, as large as one microbatch needs), and the most one of its passes allocates
+  // and frees again, kernels' process-wide buffers included.
+  std::int64_t workspace_bytes = 0;
+  std::int64_t scratch_bytes = 0;
 };
 
 struct ModelProfile {
@@ -55,14 +68,19 @@ Status check_profile_matches(const ModelProfile& profile, const std::string& mod
 
 // One profile from several measured at once (every rank of a job profiling the same model
 // concurrently, so each figure is taken under the load training puts on the node): per
-// block and pass the median of the measured times, and the median optimizer step. The
-// profiles must agree on everything but times and threads (ranks on nodes with more cores
-// may have more; the result keeps the first profile's); invalid_argument naming what differs.
+// block and pass the median of the measured times, the median optimizer step and the largest
+// scratch. The profiles must agree on everything but times, scratch and threads (ranks on
+// nodes with more cores may have more; the result keeps the first profile's);
+// invalid_argument naming what differs.
 Result<ModelProfile> median_profile(const std::vector<ModelProfile>& measured);
 
-// The profile.json format: {"model": "...", "microbatch_samples": 4, "threads": 2,
-// "optimizer_step_s": 0.01, "blocks": [{"name": "embed", "forward_s": ..., every field of
-// BlockProfile}]}. Every block key is required; "model" and "optimizer_step_s" are optional.
+// The profile.json format: {"version": 2, "model": "...", "microbatch_samples": 4,
+// "threads": 2, "optimizer_step_s": 0.01, "blocks": [{"name": "embed", "forward_s": ...,
+// every field of BlockProfile}]}. Every block key is required; "model" and
+// "optimizer_step_s" are optional. Version 1 (no "version" key) counted a block's saved
+// state, backward buffers and output with its gradient as one stash and had no workspace
+// or scratch: it is refused with a message to profile again.
+inline constexpr int kProfileVersion = 2;
 std::string profile_to_json(const ModelProfile& profile);
 // `source` names the text in errors (a path, or "profile"); the result is also checked.
 Result<ModelProfile> profile_from_json(std::string_view text, const std::string& source);

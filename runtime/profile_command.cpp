@@ -29,13 +29,19 @@ Status run_profile_command(const ProfileCommand& command) {
   std::printf("spillway: profiled %zu blocks, microbatch of %lld, %d thread(s): %s\n",
               profile.blocks.size(), static_cast<long long>(options.microbatch_samples),
               thread_setup.threads, path.c_str());
-  std::printf("%-12s %12s %12s %12s %12s %12s\n", "block", "forward ms", "b-input ms",
-              "b-weight ms", "stash", "parameters");
+  // Per microbatch: what F keeps (stash) and what B keeps for W (backward); per rank:
+  // what the block's backward reuses all run (workspace) and the most a pass allocates
+  // and frees again (scratch).
+  std::printf("%-12s %11s %11s %11s %11s %11s %11s %11s %11s\n", "block", "forward ms",
+              "b-input ms", "b-weight ms", "stash", "backward", "workspace", "scratch",
+              "parameters");
+  const auto bytes = [](std::int64_t b) { return format_bytes(static_cast<std::size_t>(b)); };
   for (const auto& b : profile.blocks) {
-    std::printf("%-12s %12.3f %12.3f %12.3f %12s %12s\n", b.name.c_str(), 1e3 * b.forward_s,
-                1e3 * b.backward_input_s, 1e3 * b.backward_weight_s,
-                format_bytes(static_cast<std::size_t>(b.stash_bytes)).c_str(),
-                format_bytes(static_cast<std::size_t>(b.parameter_bytes)).c_str());
+    std::printf("%-12s %11.3f %11.3f %11.3f %11s %11s %11s %11s %11s\n", b.name.c_str(),
+                1e3 * b.forward_s, 1e3 * b.backward_input_s, 1e3 * b.backward_weight_s,
+                bytes(b.stash_bytes).c_str(), bytes(b.backward_bytes).c_str(),
+                bytes(b.workspace_bytes).c_str(), bytes(b.scratch_bytes).c_str(),
+                bytes(b.parameter_bytes).c_str());
   }
   return Status::success();
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "kernels/memory_ledger.hpp"
 #include "kernels/threading.hpp"
 #include "runtime/parameter_store.hpp"
 
@@ -19,13 +20,23 @@ double median(std::vector<double> values) {
   return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
-// Runs `pass` warmup + runs times, appending the timed runs to `times`.
+std::int64_t ledger_bytes() {
+  return static_cast<std::int64_t>(MemoryLedger::process().current_total());
+}
+
+// Runs `pass` warmup + runs times, appending the timed runs to `times`. `scratch` grows to
+// the most any run allocated above what it left allocated.
 template <class Pass>
-Status time_pass(int warmup, int runs, std::vector<double>& times, Pass&& pass) {
+Status time_pass(int warmup, int runs, std::vector<double>& times, std::int64_t& scratch,
+                 Pass&& pass) {
+  MemoryLedger& ledger = MemoryLedger::process();
   for (int i = 0; i < warmup + runs; ++i) {
+    ledger.reset_peaks();
     const auto start = std::chrono::steady_clock::now();
     SPW_TRY(pass());
     if (i >= warmup) times.push_back(seconds_since(start));
+    scratch = std::max(scratch,
+                       static_cast<std::int64_t>(ledger.peak_total() - ledger.current_total()));
   }
   return Status::success();
 }
@@ -42,9 +53,12 @@ double optimizer_state_per_parameter_byte(const OptimizerSettings& optimizer) {
 
 // One sweep's measurements of block `b`: built afresh (blocks are built, measured and freed
 // one at a time), its passes and its optimizer step timed `runs` times after `warmup`; its
-// bytes into `p`.
+// bytes into `p`. `process_start` is what the ledger held before any block was built:
+// kernels' process-wide buffers (thread_local scratch) are what it holds beyond that once
+// the block is gone.
 Status measure_block(const TrainSettings& settings, const MicrobatchData& mb, std::int64_t b,
-                     int warmup, int runs, sched::BlockProfile& p, BlockTimes& times) {
+                     int warmup, int runs, std::int64_t process_start, sched::BlockProfile& p,
+                     BlockTimes& times) {
   const ModelSpec& spec = settings.model;
   SPW_ASSIGN_OR_RETURN(auto model, Model::build(spec, b, b));
   SPW_TRY(model->init_parameters(settings.seed));
@@ -74,28 +88,49 @@ Status measure_block(const TrainSettings& settings, const MicrobatchData& mb, st
   BlockState state;
   double loss = 0;
 
-  SPW_TRY(time_pass(warmup, runs, times.forward,
+  std::int64_t scratch = 0;
+  SPW_TRY(time_pass(warmup, runs, times.forward, scratch,
                     [&] { return block.forward(mb, in, out, state, &loss); }));
-  SPW_TRY(time_pass(warmup, runs, times.backward_input,
+  SPW_TRY(time_pass(warmup, runs, times.backward_input, scratch,
                     [&] { return block.backward_input(mb, in, dout, din, state); }));
-  SPW_TRY(time_pass(warmup, runs, times.backward_weight,
+  SPW_TRY(time_pass(warmup, runs, times.backward_weight, scratch,
                     [&] { return block.backward_weight(mb, in, dout, state); }));
-  // What the executor keeps per microbatch for this block: its saved state, the
-  // gradients its backward passes between calls, its output and that output's gradient.
-  const std::int64_t output_bytes = hands_on ? out_shape.numel() * 4 : 0;
-  p.stash_bytes = static_cast<std::int64_t>(state.saved.bytes() + state.grads.bytes()) +
-                  2 * output_bytes;
-  p.activation_bytes = output_bytes;
+  // Per microbatch the executor keeps this block's saved state from F to W and its
+  // backward buffers from B to W; the planner adds outputs and their gradients.
+  p.stash_bytes = static_cast<std::int64_t>(state.saved.bytes());
+  p.backward_bytes = static_cast<std::int64_t>(state.grads.bytes());
+  p.activation_bytes = hands_on ? out_shape.numel() * 4 : 0;
   p.parameter_bytes = 0;
+  std::int64_t gradient_bytes = 0;
   for (const auto& param : model->parameters()) {
     p.parameter_bytes += static_cast<std::int64_t>(param.value->bytes());
+    if (param.grad != nullptr) gradient_bytes += static_cast<std::int64_t>(param.grad->bytes());
   }
   p.gradient_bytes = p.parameter_bytes;
   p.optimizer_state_bytes = static_cast<std::int64_t>(
       optimizer_state_per_parameter_byte(settings.optimizer) *
       static_cast<double>(p.parameter_bytes));
-  SPW_ASSIGN_OR_RETURN(auto optimizer, make_optimizer(settings.optimizer, model->parameters()));
-  return time_pass(warmup, runs, times.step, [&] { return optimizer->step(); });
+  {
+    SPW_ASSIGN_OR_RETURN(auto optimizer,
+                         make_optimizer(settings.optimizer, model->parameters()));
+    std::int64_t step_scratch = 0;
+    SPW_TRY(time_pass(warmup, runs, times.step, step_scratch,
+                      [&] { return optimizer->step(); }));
+  }
+  // What the block holds without its state, its parameters and the profiler's tensors is
+  // its own, kept across microbatches: its workspace.
+  state.release();
+  for (Tensor* t : {&input, &output, &doutput, &dinput}) *t = Tensor();
+  const std::int64_t with_block = ledger_bytes();
+  model.reset();
+  const std::int64_t after_block = ledger_bytes();
+  p.workspace_bytes =
+      std::max<std::int64_t>(0, with_block - after_block - p.parameter_bytes - gradient_bytes);
+  // Process-wide kernel buffers grow to the largest any block needed so far: a rank holds
+  // them once, so they count with the scratch (the rank adds its largest).
+  p.scratch_bytes = std::max(p.scratch_bytes,
+                             scratch + std::max<std::int64_t>(0, after_block - process_start));
+  return Status::success();
 }
 
 }  // namespace
@@ -125,11 +160,12 @@ Result<sched::ModelProfile> profile_model(const TrainSettings& settings,
   // block, so a change in the node's load while profiling (other jobs, other ranks) reaches
   // every block alike instead of making identical blocks look different.
   const int sweeps = std::min(options.repeats, std::max(options.sweeps, 1));
+  const std::int64_t process_start = ledger_bytes();
   for (int sweep = 0; sweep < sweeps; ++sweep) {
     const int runs = options.repeats / sweeps + (sweep < options.repeats % sweeps ? 1 : 0);
     for (std::size_t b = 0; b < blocks; ++b) {
       SPW_TRY(measure_block(settings, mb, static_cast<std::int64_t>(b), options.warmup, runs,
-                            profile.blocks[b], times[b]));
+                            process_start, profile.blocks[b], times[b]));
       profile.blocks[b].name = names[b];
     }
   }
@@ -139,6 +175,7 @@ Result<sched::ModelProfile> profile_model(const TrainSettings& settings,
     profile.blocks[b].backward_weight_s = median(times[b].backward_weight);
     profile.optimizer_step_s += median(times[b].step);
   }
+  MemoryLedger::process().reset_peaks();
   SPW_TRY(sched::check_profile(profile));
   return profile;
 }

@@ -3,6 +3,13 @@
 // over `sweeps` passes through the model, each after `warmup` runs) on one microbatch, and
 // the bytes it keeps. Blocks are built, measured and freed one at a time, so a model far
 // larger than the node's memory can still be profiled.
+//
+// The bytes come from the memory ledger, as the executor's allocations do: the state a
+// block keeps after its forward and after its backward-input (BlockState), what it still
+// holds once that state is gone and its parameters are not counted (its own reusable
+// buffers), and the most any pass allocated above what it left behind plus what kernels
+// keep for the whole process (scratch). Measuring resets the ledger's high-water mark, and
+// leaves it reset: peaks reported after profiling are the run's own.
 #pragma once
 
 #include "kernels/status.hpp"

@@ -17,8 +17,8 @@ ModelProfile two_blocks() {
   p.microbatch_samples = 4;
   p.threads = 2;
   p.optimizer_step_s = 0.25;
-  p.blocks = {{"embed", 0.001, 0.002, 0.003, 10, 20, 30, 40, 50},
-              {"head", 0.125, 1e-9, 0, 1, 2, 3, 4, std::int64_t{1} << 40}};
+  p.blocks = {{"embed", 0.001, 0.002, 0.003, 10, 20, 30, 40, 50, 60, 70, 80},
+              {"head", 0.125, 1e-9, 0, 1, 2, 3, 4, std::int64_t{1} << 40, 5, 6, 7}};
   return p;
 }
 
@@ -39,6 +39,9 @@ void expect_same(const ModelProfile& a, const ModelProfile& b) {
     EXPECT_EQ(x.parameter_bytes, y.parameter_bytes);
     EXPECT_EQ(x.gradient_bytes, y.gradient_bytes);
     EXPECT_EQ(x.optimizer_state_bytes, y.optimizer_state_bytes);
+    EXPECT_EQ(x.backward_bytes, y.backward_bytes);
+    EXPECT_EQ(x.workspace_bytes, y.workspace_bytes);
+    EXPECT_EQ(x.scratch_bytes, y.scratch_bytes);
   }
 }
 
@@ -57,9 +60,10 @@ TEST(Profile, RoundTripsThroughJsonTextAndFiles) {
 }
 
 TEST(Profile, OptionalKeysDefault) {
-  const auto p = profile_from_json(R"({"microbatch_samples": 1, "threads": 1, "blocks": [
-      {"name": "a", "forward_s": 1, "backward_input_s": 1, "backward_weight_s": 1,
-       "stash_bytes": 1, "activation_bytes": 1, "parameter_bytes": 1, "gradient_bytes": 1,
+  const auto p = profile_from_json(R"({"version": 2, "microbatch_samples": 1, "threads": 1,
+      "blocks": [{"name": "a", "forward_s": 1, "backward_input_s": 1, "backward_weight_s": 1,
+       "stash_bytes": 1, "backward_bytes": 1, "activation_bytes": 1, "workspace_bytes": 0,
+       "scratch_bytes": 0, "parameter_bytes": 1, "gradient_bytes": 1,
        "optimizer_state_bytes": 0}]})",
                                    "p.json");
   ASSERT_TRUE(p.ok()) << p.status().message();
@@ -77,18 +81,18 @@ TEST(Profile, AMissingKeyIsNamedWithItsBlock) {
   EXPECT_EQ(p.status().code(), StatusCode::not_found);
   EXPECT_EQ(p.status().message(), "p.json: block 1: missing key \"stash_bytes\"");
 
-  const auto top = profile_from_json(R"({"threads": 1, "blocks": []})", "p.json");
+  const auto top = profile_from_json(R"({"version": 2, "threads": 1, "blocks": []})", "p.json");
   EXPECT_EQ(top.status().message(), "p.json: missing key \"microbatch_samples\"");
 }
 
 TEST(Profile, WrongTypesAndBadValuesAreOneLineNamingTheValue) {
   EXPECT_EQ(profile_from_json("{\"threads\": ", "p.json").status().message(),
             "p.json: not valid JSON");
-  EXPECT_EQ(profile_from_json(R"({"microbatch_samples": "4", "threads": 1, "blocks": []})", "p.json")
+  EXPECT_EQ(profile_from_json(R"({"version": 2, "microbatch_samples": "4", "threads": 1, "blocks": []})", "p.json")
                 .status()
                 .message(),
             "p.json: \"microbatch_samples\" must be an integer, got \"4\"");
-  EXPECT_EQ(profile_from_json(R"({"microbatch_samples": 4, "threads": 1, "blocks": []})", "p.json")
+  EXPECT_EQ(profile_from_json(R"({"version": 2, "microbatch_samples": 4, "threads": 1, "blocks": []})", "p.json")
                 .status()
                 .message(),
             "p.json: profile: no blocks; a model needs at least one");
@@ -98,6 +102,24 @@ TEST(Profile, WrongTypesAndBadValuesAreOneLineNamingTheValue) {
   EXPECT_EQ(profile_from_json(text, "p.json").status().message(),
             "p.json: profile: block 1 (head) forward_s = -0.125 must be a finite number of "
             "seconds >= 0");
+}
+
+// Version 1 files (no "version") lumped a block's bytes together and lack what the memory
+// model needs: refused, saying to profile again; so are versions this build does not know.
+TEST(Profile, OldAndUnknownVersionsAreRefusedSayingWhatToDo) {
+  std::string text = profile_to_json(two_blocks());
+  EXPECT_NE(text.find("\"version\": 2"), std::string::npos) << text;
+  const std::string old = R"({"microbatch_samples": 1, "threads": 1, "blocks": []})";
+  EXPECT_EQ(profile_from_json(old, "p.json").status().message(),
+            "p.json: profile version 1 (no \"version\" key) lacks the backward, workspace and "
+            "scratch bytes the memory model needs; run `spillway profile` again to write "
+            "version 2");
+  text.replace(text.find("\"version\": 2"), 12, "\"version\": 3");
+  EXPECT_EQ(profile_from_json(text, "p.json").status().message(),
+            "p.json: profile version 3 is newer than this spillway reads (2); profile again "
+            "with this version");
+  EXPECT_EQ(profile_from_json(R"({"version": "2"})", "p.json").status().message(),
+            "p.json: \"version\" must be an integer, got \"2\"");
 }
 
 TEST(Profile, CheckRejectsNonFiniteNegativeAndEmpty) {
@@ -113,6 +135,9 @@ TEST(Profile, CheckRejectsNonFiniteNegativeAndEmpty) {
   p = two_blocks();
   p.blocks[1].gradient_bytes = -1;
   EXPECT_EQ(check_profile(p).message(), "profile: block 1 (head) gradient_bytes = -1 must be >= 0");
+  p = two_blocks();
+  p.blocks[0].scratch_bytes = -2;
+  EXPECT_EQ(check_profile(p).message(), "profile: block 0 (embed) scratch_bytes = -2 must be >= 0");
   p = two_blocks();
   p.microbatch_samples = 0;
   EXPECT_EQ(check_profile(p).message(),
@@ -162,6 +187,13 @@ TEST(Profile, MedianOfConcurrentProfilesTakesEachTimesMedian) {
   ranks.pop_back();
   EXPECT_EQ(median_profile(ranks)->blocks[0].forward_s, 2);
 
+  // Scratch holds kernels' process-wide buffers, which each rank grew on its own: the
+  // largest counts. Workspace, like every other byte count, must agree.
+  ranks[1].blocks[0].scratch_bytes = 99;
+  EXPECT_EQ(median_profile(ranks)->blocks[0].scratch_bytes, 99);
+  ranks[1].blocks[1].workspace_bytes = 8;
+  EXPECT_FALSE(median_profile(ranks).ok());
+  ranks[1].blocks[1].workspace_bytes = ranks[0].blocks[1].workspace_bytes;
   ranks[1].blocks[1].stash_bytes = 7;
   EXPECT_EQ(median_profile(ranks).status().message(),
             "median profile: profile 1 differs from profile 0 in block 1 (head) beyond its times");
