@@ -251,6 +251,7 @@ PipelineLayout Search::layout(const Shape& s, int partition, int mapping) const 
   l.microbatch_samples = s.samples;
   l.stages = s.partitions[index(partition)];
   l.world_rank = mappings_[index(mapping)];
+  l.receive_lookahead = q_.receive_lookahead;
   return l;
 }
 
@@ -356,7 +357,7 @@ void Search::add_minmax_partitions(Shape& s, int mapping, std::vector<int>& part
     const auto fits = [&](int st, int a, int z) {
       const int live = s.split ? 1 : s.facts.max_live[index((st % P) * v + st / P)];
       const int held = offloadable ? std::min(live, 1) : live;
-      return b.resident_bytes({a, z}) + held * (b.stash[index(z + 1)] - b.stash[index(a)]) <= share;
+      return b.resident_bytes({a, z}) + held * b.stash_bytes({a, z}) <= share;
     };
     // With offload the chain's split is left out: searching it per mapping doubled the
     // planning time of large cases, and the plain split stands for the offloading ones.
@@ -450,7 +451,7 @@ Result<Evaluated> Search::evaluate(const Shape& s, const PipelineLayout& l, doub
     e.prediction.iteration_s = at_least;
     e.prediction.bubble_fraction = at_least > 0 ? 1 - busy / (s.lists() * at_least) : 0;
     for (int r = 0; r < s.lists(); ++r)
-      e.prediction.peak_memory_bytes.push_back(memory_estimate(s.facts, stages, r));
+      e.prediction.peak_memory_bytes.push_back(memory_estimate(s.facts, stages, r, l.receive_lookahead));
   }
   e.peak = *std::max_element(e.prediction.peak_memory_bytes.begin(),
                              e.prediction.peak_memory_bytes.end());
@@ -783,6 +784,9 @@ Result<Plan> make_plan(const PlanRequest& request) {
   if (request.memory_cap_bytes && *request.memory_cap_bytes < 1)
     return bad("planner: memory_cap_bytes = " + std::to_string(*request.memory_cap_bytes) +
                " must be >= 1 (or unset for no cap)");
+  if (request.receive_lookahead < 0)
+    return bad("planner: receive_lookahead = " + std::to_string(request.receive_lookahead) +
+               " must be >= 0 (receives the executor posts ahead)");
   const PlanLimits& lim = request.limits;
   if (lim.max_microbatches < 1 || lim.max_chunks < 1 || lim.exhaustive_candidates < 1 ||
       lim.max_simulated_passes < 1 || lim.simulation_budget < 1 || lim.max_lookahead < 0 ||

@@ -74,6 +74,9 @@ struct PlanRequest {
   LayoutChoice layout = LayoutChoice::automatic;
   OffloadSearch offload;
   PlanLimits limits;
+  // Receives the executor posts ahead (PipelineSettings::receive_lookahead), each taking its
+  // microbatch's memory early; copied into every layout.
+  int receive_lookahead = 4;
 };
 
 // PipelineLayout::offload is the offload the plan needs (tier none when it fits without).
@@ -99,9 +102,9 @@ struct Plan : PipelineLayout {
   std::string explanation;  // a few lines for people
 };
 
-// invalid_argument for a bad profile, topology, global batch (< 1), cap (< 1), schedule
-// name, "pipefb" among the schedules with layout classic, limit, offload tier (host, none)
-// or file bandwidth; memory_cap when no candidate fits, naming the smallest peak found and
+// invalid_argument for a bad profile, topology, global batch (< 1), cap (< 1), receive
+// lookahead (< 0), schedule name, "pipefb" among the schedules with layout classic, limit,
+// offload tier (host, none) or file bandwidth; memory_cap when no candidate fits, naming the smallest peak found and
 // what to change.
 Result<Plan> make_plan(const PlanRequest& request);
 

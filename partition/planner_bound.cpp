@@ -201,47 +201,60 @@ double iteration_lower_bound(const ScheduleFacts& f, const std::vector<StageCost
 std::int64_t memory_lower_bound(const ScheduleFacts& f, const std::vector<StageCost>& stages,
                                 int rank, bool offloadable) {
   if (f.split) {
-    // A forward list keeps its stash until sent; a backward list has one at a time.
+    // A forward list keeps its stash until sent; a backward list has one at a time, with
+    // the backward buffers of its B.
     const StageCost& sc = stages[index(rank % f.ranks)];
-    return sc.parameter_bytes + sc.stash_bytes +
-           (rank >= f.ranks ? sc.gradient_bytes + sc.optimizer_state_bytes : 0);
+    return sc.parameter_bytes + sc.stash_bytes + sc.scratch_bytes +
+           (rank >= f.ranks ? sc.gradient_bytes + sc.optimizer_state_bytes +
+                                  sc.workspace_bytes + sc.backward_bytes
+                            : 0);
   }
-  std::int64_t resident = 0, stash = 0;
+  std::int64_t resident = 0, scratch = 0, stash = 0;
   for (int c = 0; c < f.chunks; ++c) {
     const StageCost& sc = stages[index(c * f.ranks + rank)];
-    resident += sc.parameter_bytes + sc.gradient_bytes + sc.optimizer_state_bytes;
+    resident += sc.parameter_bytes + sc.gradient_bytes + sc.optimizer_state_bytes +
+                sc.workspace_bytes;
+    scratch = std::max(scratch, sc.scratch_bytes);
     const int live = f.max_live[index(rank * f.chunks + c)];
-    stash = std::max(stash, (offloadable ? std::min(live, 1) : live) * sc.stash_bytes);
+    stash = std::max({stash, (offloadable ? std::min(live, 1) : live) * sc.stash_bytes,
+                      sc.stash_bytes + sc.backward_bytes});
   }
-  return resident + stash;
+  return resident + scratch + stash;
 }
 
 std::int64_t memory_estimate(const ScheduleFacts& f, const std::vector<StageCost>& stages,
-                             int rank) {
+                             int rank, int receive_lookahead) {
+  const std::int64_t m = f.microbatches;
+  const auto slots = [&](std::int64_t held) {
+    return std::min<std::int64_t>(m, held + receive_lookahead + 2);
+  };
   if (f.split) {
     const int P = f.ranks, s = rank % P;
     const bool forward = rank < P;
     const StageCost& sc = stages[index(s)];
-    std::int64_t total = sc.parameter_bytes + (forward ? 2 : 1) * sc.stash_bytes;
-    if (!forward) total += sc.gradient_bytes + sc.optimizer_state_bytes;
-    // Activations in and out on a forward list, their gradients on a backward list.
-    if (s > 0) total += 2 * stages[index(s - 1)].activation_bytes;
-    if (s + 1 < P) total += 2 * sc.activation_bytes;
+    const std::int64_t out = s + 1 < P ? sc.activation_bytes : 0;
+    std::int64_t total = sc.parameter_bytes + sc.scratch_bytes;
+    if (forward) {
+      total += slots(2) * (sc.stash_bytes + out);
+    } else {
+      total += sc.gradient_bytes + sc.optimizer_state_bytes + sc.workspace_bytes +
+               slots(1) * (sc.stash_bytes + sc.backward_bytes + out);
+    }
     return std::max(total, memory_lower_bound(f, stages, rank));
   }
   const int S = f.ranks * f.chunks;
-  std::int64_t total = 0;
+  std::int64_t total = 0, scratch = 0;
   for (int c = 0; c < f.chunks; ++c) {
     const int s = c * f.ranks + rank;
     const StageCost& sc = stages[index(s)];
+    const std::int64_t out = s + 1 < S ? sc.activation_bytes : 0;
     total += sc.parameter_bytes + sc.gradient_bytes + sc.optimizer_state_bytes +
-             f.max_live[index(rank * f.chunks + c)] * sc.stash_bytes;
-    if (f.ranks > 1) {
-      if (s > 0) total += 2 * stages[index(s - 1)].activation_bytes;
-      if (s + 1 < S) total += 2 * sc.activation_bytes;
-    }
+             sc.workspace_bytes +
+             slots(f.max_live[index(rank * f.chunks + c)]) *
+                 (sc.stash_bytes + sc.backward_bytes + 2 * out);
+    scratch = std::max(scratch, sc.scratch_bytes);
   }
-  return std::max(total, memory_lower_bound(f, stages, rank));
+  return std::max(total + scratch, memory_lower_bound(f, stages, rank));
 }
 
 }  // namespace spw::sched

@@ -61,16 +61,19 @@ double iteration_lower_bound(const ScheduleFacts& facts, const std::vector<Stage
                              const std::vector<Link>& stash_links = {},
                              const std::vector<Link>& param_links = {});
 
-// Parameters, gradients and optimizer state of the rank's stages plus the largest stash
-// total any single chunk reaches: the simulator's peak is never below this. `offloadable`:
-// stashes may be offloaded, and only the one a backward is running on must be resident,
-// so one stash of the rank's largest chunk. `rank` is a list index.
+// Parameters, gradients, optimizer state and workspace of the rank's stages and its largest
+// scratch, plus the largest stash total any single chunk reaches (or, if larger, one stash
+// with the backward buffers of the B running on it): the simulator's peak is never below
+// this. `offloadable`: stashes may be offloaded, and only the one a backward is running on
+// must be resident, so one stash of the rank's largest chunk. `rank` is a list index.
 std::int64_t memory_lower_bound(const ScheduleFacts& facts, const std::vector<StageCost>& stages,
                                 int rank, bool offloadable = false);
-// What the closed-form path reports as the peak: every chunk at its most stashes at once
-// plus one activation and one gradient buffer in and out per chunk (split stages: two
-// stashes on a forward list, one on a backward list); at least the bound.
+// What the closed-form path reports as the peak, as the executor holds memory without
+// offload (pooled slots, slot_memory.hpp): per chunk, its most stashes at once plus the
+// receives posted ahead plus two slots whose sends are still being seen complete, at most
+// m, each a whole slot (stash, backward buffers, output and its gradient; split stages: a
+// forward list two slots plus those posted ahead); at least the bound.
 std::int64_t memory_estimate(const ScheduleFacts& facts, const std::vector<StageCost>& stages,
-                             int rank);
+                             int rank, int receive_lookahead);
 
 }  // namespace spw::sched

@@ -59,6 +59,20 @@ const char* offload_tier_name(OffloadTier tier) {
   return "unknown";
 }
 
+std::int64_t BlockSums::stash_bytes(StageRange r) const {
+  const auto a = index(r.first), b = index(r.last + 1);
+  const std::int64_t input = r.first > 0 ? activation[a - 1] : 0;
+  return input + outputs[b - 1] - outputs[a] + stash[b] - stash[a];
+}
+
+std::int64_t BlockSums::scratch_bytes(StageRange r) const {
+  const auto n = index(r.last - r.first + 1);
+  std::size_t level = 0;
+  while ((std::size_t{2} << level) <= n) ++level;
+  const auto& row = scratch_max[level];
+  return std::max(row[index(r.first)], row[index(r.last + 1) - (std::size_t{1} << level)]);
+}
+
 StageCost BlockSums::stage(StageRange r) const {
   const auto a = index(r.first), b = index(r.last + 1);
   StageCost c;
@@ -66,7 +80,13 @@ StageCost BlockSums::stage(StageRange r) const {
   c.backward_input_s = backward_input[b] - backward_input[a];
   c.backward_weight_s = backward_weight[b] - backward_weight[a];
   c.activation_bytes = activation[index(r.last)];
-  c.stash_bytes = stash[b] - stash[a];
+  // The input and the outputs inside the stage are stashed, and get gradients in B.
+  const std::int64_t input = r.first > 0 ? activation[a - 1] : 0;
+  const std::int64_t inner = outputs[b - 1] - outputs[a];
+  c.stash_bytes = input + inner + stash[b] - stash[a];
+  c.backward_bytes = input + inner + backward[b] - backward[a];
+  c.workspace_bytes = workspace[b] - workspace[a];
+  c.scratch_bytes = scratch_bytes(r);
   c.parameter_bytes = parameter[b] - parameter[a];
   c.gradient_bytes = gradient[b] - gradient[a];
   c.optimizer_state_bytes = optimizer_state[b] - optimizer_state[a];
@@ -81,22 +101,37 @@ std::int64_t BlockSums::resident_bytes(StageRange r) const {
 
 BlockSums scale_blocks(const ModelProfile& profile, std::int64_t samples) {
   const double k = static_cast<double>(samples) / static_cast<double>(profile.microbatch_samples);
-  const auto scaled = [k](std::int64_t bytes) {
-    return static_cast<std::int64_t>(std::llround(static_cast<double>(bytes) * k));
+  const auto scaled = [](std::int64_t bytes, double by) {
+    return static_cast<std::int64_t>(std::llround(static_cast<double>(bytes) * by));
   };
   BlockSums s;
   s.optimizer_step_s = profile.optimizer_step_s;
   for (auto* v : {&s.forward, &s.backward_input, &s.backward_weight}) v->assign(1, 0.0);
-  for (auto* v : {&s.stash, &s.parameter, &s.gradient, &s.optimizer_state}) v->assign(1, 0);
+  for (auto* v : {&s.stash, &s.parameter, &s.gradient, &s.optimizer_state, &s.backward,
+                  &s.workspace, &s.outputs})
+    v->assign(1, 0);
+  s.scratch_max.emplace_back();
   for (const BlockProfile& b : profile.blocks) {
     s.forward.push_back(s.forward.back() + b.forward_s * k);
     s.backward_input.push_back(s.backward_input.back() + b.backward_input_s * k);
     s.backward_weight.push_back(s.backward_weight.back() + b.backward_weight_s * k);
-    s.stash.push_back(s.stash.back() + scaled(b.stash_bytes));
+    s.stash.push_back(s.stash.back() + scaled(b.stash_bytes, k));
+    s.backward.push_back(s.backward.back() + scaled(b.backward_bytes, k));
+    s.workspace.push_back(s.workspace.back() + scaled(b.workspace_bytes, k));
     s.parameter.push_back(s.parameter.back() + b.parameter_bytes);
     s.gradient.push_back(s.gradient.back() + b.gradient_bytes);
     s.optimizer_state.push_back(s.optimizer_state.back() + b.optimizer_state_bytes);
-    s.activation.push_back(scaled(b.activation_bytes));
+    s.activation.push_back(scaled(b.activation_bytes, k));
+    s.outputs.push_back(s.outputs.back() + s.activation.back());
+    // Kernels' scratch partly depends on threads and sequence length only: never scaled down.
+    s.scratch_max[0].push_back(scaled(b.scratch_bytes, std::max(k, 1.0)));
+  }
+  for (std::size_t width = 2; width <= s.activation.size(); width *= 2) {
+    const auto& below = s.scratch_max.back();
+    std::vector<std::int64_t> row;
+    for (std::size_t i = 0; i + width <= s.activation.size(); ++i)
+      row.push_back(std::max(below[i], below[i + width / 2]));
+    s.scratch_max.push_back(std::move(row));
   }
   return s;
 }
@@ -140,6 +175,8 @@ Status check_layout(const ModelProfile& profile, const RankTopology& topology,
   if (l.microbatch_samples < 1)
     return bad("layout: microbatch_samples = " + std::to_string(l.microbatch_samples) +
                " must be >= 1");
+  if (l.receive_lookahead < 0)
+    return field_value("receive_lookahead", l.receive_lookahead, "must be >= 0");
   if (l.ranks_in_pipeline() * l.replicas != topology.ranks)
     return bad(std::string("layout: ") +
                (l.ranks_per_stage() > 1 ? "2 ranks per stage x P * R = 2 * " : "P * R = ") +
@@ -224,6 +261,13 @@ double optimizer_step_s(const BlockSums& blocks, const PipelineLayout& l) {
                    : blocks.optimizer_step_s / l.pipeline_ranks;
 }
 
+MemoryModel memory_model(const PipelineLayout& l) {
+  MemoryModel m;
+  m.receive_lookahead = l.receive_lookahead;
+  m.pooled_slots = l.offload.tier == OffloadTier::none;
+  return m;
+}
+
 CostModel cost_model(const BlockSums& blocks, const RankTopology& topology,
                      const PipelineLayout& l, int replica, bool ideal,
                      const OffloadBandwidth& bandwidth) {
@@ -231,6 +275,7 @@ CostModel cost_model(const BlockSums& blocks, const RankTopology& topology,
   CostModel c;
   c.stages = stage_costs(blocks, topology, l, ideal);
   c.optimizer_step_s = optimizer_step_s(blocks, l);
+  c.memory = memory_model(l);
   if (!ideal && n > 1) {
     c.links.resize(index(n * n));
     for (int from = 0; from < n; ++from)

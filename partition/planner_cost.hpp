@@ -3,7 +3,10 @@
 //
 // Stage costs are sums over the stage's blocks of the profile's per-microbatch costs scaled
 // to the layout's microbatch (linear in samples, see profile.hpp); a stage's activation is
-// its last block's. A stage's ReduceGrads is a ring all-reduce of its gradient bytes over the
+// its last block's. Its stash adds to the blocks' saved state the stage's input and every
+// block output inside the stage (what the executor's slot keeps and SendStash moves), its
+// backward bytes add their gradients to the blocks' backward buffers; its workspace is the
+// blocks' sum and its scratch their largest. A stage's ReduceGrads is a ring all-reduce of its gradient bytes over the
 // R ranks holding it in the R replicas, in replica order: 2(R-1) steps each moving bytes/R
 // over every ring link at once, so each step takes the slowest ring link's
 // latency + bytes / (R * bandwidth), over the ranks running the stage's backwards. Links
@@ -66,6 +69,9 @@ struct PipelineLayout {
   std::vector<StageRange> stages;  // P * v contiguous ranges covering every block in order
   std::vector<int> world_rank;     // [replica * ranks_in_pipeline() + list]
   OffloadChoice offload;           // applied to every rank of the layout
+  // How many receives ahead the executor posts (PipelineSettings::receive_lookahead): each
+  // takes its microbatch's memory early.
+  int receive_lookahead = 4;
 
   // 2 when the schedule puts a stage's forwards and backwards on two ranks (PipeFB).
   int ranks_per_stage() const { return schedule == "pipefb" ? 2 : 1; }
@@ -86,11 +92,17 @@ struct PipelineLayout {
 struct BlockSums {
   std::vector<double> forward, backward_input, backward_weight;  // [blocks + 1]
   std::vector<std::int64_t> stash, parameter, gradient, optimizer_state;  // [blocks + 1]
+  std::vector<std::int64_t> backward, workspace, outputs;                 // [blocks + 1]
   std::vector<std::int64_t> activation;                                   // [blocks], not summed
+  // scratch_max[j][i]: the largest scratch of blocks i .. i + 2^j - 1 (a sparse table).
+  std::vector<std::vector<std::int64_t>> scratch_max;
   double optimizer_step_s = 0;   // the whole model's step
   int blocks() const { return static_cast<int>(activation.size()); }
   StageCost stage(StageRange range) const;  // reduce_grads_s left 0
   std::int64_t resident_bytes(StageRange range) const;  // parameters, gradients, optimizer state
+  // What one microbatch's stash holds on the stage: its input, inner outputs, saved state.
+  std::int64_t stash_bytes(StageRange range) const;
+  std::int64_t scratch_bytes(StageRange range) const;
 };
 BlockSums scale_blocks(const ModelProfile& profile, std::int64_t samples);
 
@@ -115,7 +127,8 @@ inline double ring_allreduce_s(const RankTopology& topology, const std::vector<i
 // invalid_argument naming the field: P, R, v or m < 1, ranks_in_pipeline() * R not the
 // topology's ranks, stages that are not P * v non-empty ranges covering the blocks in order,
 // world_rank not a permutation of the topology's ranks, an unknown schedule, v > 1 under
-// PipeFB, microbatch_samples < 1, a negative keep or lookahead, the host tier (not modelled)
+// PipeFB, microbatch_samples < 1, a negative receive lookahead, keep or lookahead, the host
+// tier (not modelled)
 // or the peer tier where a rank has no partner (planner_offload.hpp).
 Status check_layout(const ModelProfile& profile, const RankTopology& topology,
                     const PipelineLayout& layout);
@@ -125,6 +138,10 @@ Status check_layout(const ModelProfile& profile, const RankTopology& topology,
 Result<CostModel> make_cost_model(const ModelProfile& profile, const RankTopology& topology,
                                   const PipelineLayout& layout, int replica,
                                   const OffloadBandwidth& bandwidth = {});
+
+// How the executor holds microbatches: the layout's receive lookahead, and slots pooled
+// unless it offloads.
+MemoryModel memory_model(const PipelineLayout& layout);
 
 struct Prediction {
   double iteration_s = 0;     // the slowest replica's simulated iteration

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "partition/slot_memory.hpp"
 #include "partition/validator.hpp"
 
 namespace spw::sched {
@@ -69,6 +70,9 @@ Status check_costs(const Schedule& schedule, const CostModel& costs) {
     SPW_TRY(check_value(at + "prefetch_s", c.prefetch_s));
     for (const auto& [name, bytes] : {std::pair{"activation_bytes", c.activation_bytes},
                                       {"stash_bytes", c.stash_bytes},
+                                      {"backward_bytes", c.backward_bytes},
+                                      {"workspace_bytes", c.workspace_bytes},
+                                      {"scratch_bytes", c.scratch_bytes},
                                       {"parameter_bytes", c.parameter_bytes},
                                       {"gradient_bytes", c.gradient_bytes},
                                       {"optimizer_state_bytes", c.optimizer_state_bytes}})
@@ -77,6 +81,11 @@ Status check_costs(const Schedule& schedule, const CostModel& costs) {
                      "cost model: " + at + name + " = " + std::to_string(bytes) + " must be >= 0");
   }
   SPW_TRY(check_value("optimizer_step_s", costs.optimizer_step_s));
+  for (const auto& [name, value] : {std::pair{"receive_lookahead", costs.memory.receive_lookahead},
+                                    {"forward_slot_margin", costs.memory.forward_slot_margin}})
+    if (value < 0)
+      return error(StatusCode::invalid_argument, std::string("cost model: ") + name + " = " +
+                                                     std::to_string(value) + " must be >= 0");
   const auto P = static_cast<std::size_t>(schedule.ranks);
   if (costs.links.empty()) return check_link("link", costs.link);
   if (costs.links.size() != P * P)
@@ -101,13 +110,19 @@ class Clock {
         collective_(P_, 0),
         offload_(P_, 0),
         link_free_(P_ * P_, 0),
-        act_held_(cells_, 0),
-        grad_held_(cells_, 0),
         stash_ready_(cells_, 0),
-        events_(P_) {
+        replay_(P_) {
     arrival_.fill(std::vector<double>(cells_, kNotYet));
+    done_.fill(std::vector<double>(cells_, kNotYet));
+    posted_.fill(std::vector<double>(cells_, kNotYet));
+    issued_.fill(std::vector<double>(cells_, kNotYet));
     out_.timeline.resize(P_);
     out_.busy_s.assign(P_, 0);
+    for (std::size_t r = 0; r < P_; ++r) {
+      const std::size_t n = schedule.lists[r].size();
+      for (auto* v : {&replay_[r].reached, &replay_[r].after, &replay_[r].taken})
+        v->assign(n, 0);
+    }
   }
 
   Simulation run();
@@ -128,6 +143,16 @@ class Clock {
   double& arrival(const Transfer& transfer) {
     return arrival_[static_cast<std::size_t>(transfer.payload)][key(transfer)];
   }
+  double& done(const Transfer& transfer) {
+    return done_[static_cast<std::size_t>(transfer.payload)][key(transfer)];
+  }
+  double& posted(const Transfer& transfer) {
+    return posted_[static_cast<std::size_t>(transfer.payload)][key(transfer)];
+  }
+  double taken(const Transfer& transfer, int receiver);
+  double& issued(const Transfer& transfer) {
+    return issued_[static_cast<std::size_t>(transfer.payload)][key(transfer)];
+  }
   std::int64_t bytes_of(const Transfer& transfer) const;
   void transfer(int rank, const Instruction& in);
   const Link& link(int from, int to) const {
@@ -135,22 +160,25 @@ class Clock {
                ? c_.link
                : c_.links[static_cast<std::size_t>(from) * P_ + static_cast<std::size_t>(to)];
   }
-  void memory(int rank, double at, std::int64_t delta) {
-    if (delta != 0) events_[static_cast<std::size_t>(rank)].emplace_back(at, delta);
+  void wait(int rank, double from, double to) {
+    if (to > from) replay_[static_cast<std::size_t>(rank)].waits.emplace_back(from, to);
   }
   bool ready(int rank, const Instruction& in) const;
   void step(int rank, const Instruction& in);
   void compute(int rank, const Instruction& in);
-  std::int64_t peak_memory(int rank);
 
   const Schedule& s_;
   const CostModel& c_;
   std::size_t P_, cells_;
   std::vector<double> compute_, collective_, offload_, link_free_;
   std::array<std::vector<double>, kPayloads> arrival_;  // [payload][key()]
-  std::vector<std::int64_t> act_held_, grad_held_;  // received bytes, by (mb, receiving stage)
-  std::vector<double> stash_ready_;                 // by (mb, stage): end of its last prefetch
-  std::vector<std::vector<std::pair<double, std::int64_t>>> events_;  // memory, per rank
+  // [payload][key()] when the receiver took the data: it reached the receive and the data
+  // had arrived.
+  // [payload][key()]: when the receiver's compute stream left the receive (the data is in),
+  // when the receiver posted it, when it was sent.
+  std::array<std::vector<double>, kPayloads> done_, posted_, issued_;
+  std::vector<double> stash_ready_;  // by (mb, stage): end of its last prefetch
+  std::vector<RankReplay> replay_;   // what the memory replay needs, per rank
   Simulation out_;
 };
 
@@ -174,33 +202,24 @@ std::int64_t Clock::bytes_of(const Transfer& transfer) const {
   return 0;
 }
 
-// Activations and gradients use transfer buffers: a send holds its bytes from issue to
-// arrival, a receive from when it is reached until the F or B consuming it ends. A stash
-// is its own buffer: the forward rank frees it when the transfer arrives, the backward
-// rank holds it from the RecvStash until W ends. Parameters move in place, from the
-// backward rank's updated tensors into the forward rank's (its forwards are done by then).
 void Clock::transfer(int rank, const Instruction& in) {
   const auto r = static_cast<std::size_t>(rank);
   const double now = compute_[r];
   const Transfer t = *transfer_of(s_, rank, in);
-  const std::int64_t bytes = bytes_of(t);
-  const bool buffered = t.payload == Payload::activation || t.payload == Payload::gradient;
   double& arrives = arrival(t);
   if (is_send(in.op)) {
     const Link& l = link(rank, in.peer);
     double& free_at = link_free_[r * P_ + static_cast<std::size_t>(in.peer)];
     const double start = std::max(now, free_at);
-    arrives = start + l.latency_s + static_cast<double>(bytes) / l.bandwidth_bytes_per_s;
+    arrives = start + l.latency_s + static_cast<double>(bytes_of(t)) / l.bandwidth_bytes_per_s;
     free_at = arrives;
-    if (buffered) memory(rank, now, bytes);
-    if (buffered || t.payload == Payload::stash) memory(rank, arrives, -bytes);
+    issued(t) = now;
     out_.timeline[r].push_back({in, start, arrives, Stream::link});
     return;
   }
-  if (buffered)
-    (t.payload == Payload::gradient ? grad_held_ : act_held_)[cell(in.mb, t.to_stage)] = bytes;
-  if (buffered || t.payload == Payload::stash) memory(rank, now, bytes);
   compute_[r] = std::max(now, arrives);
+  done(t) = compute_[r];
+  wait(rank, now, compute_[r]);
   out_.timeline[r].push_back({in, now, compute_[r], Stream::compute});
 }
 
@@ -210,24 +229,15 @@ void Clock::compute(int rank, const Instruction& in) {
   double duration = c_.optimizer_step_s;
   if (in.op == Op::optimizer_step) {
     start = std::max(start, collective_[r]);
+    wait(rank, compute_[r], start);  // MPI_Waitall on the reduces
   } else {
     const int stage = s_.stage(rank, in.chunk);
-    const std::size_t at = cell(in.mb, stage);
     const StageCost& sc = cost(stage);
     if (in.op == Op::forward) {
       duration = sc.forward_s;
-      memory(rank, start, sc.stash_bytes);
     } else {
       duration = in.op == Op::backward_input ? sc.backward_input_s : sc.backward_weight_s;
-      start = std::max(start, stash_ready_[at]);
-    }
-    const double finish = start + duration;
-    if (in.op == Op::backward_weight) memory(rank, finish, -sc.stash_bytes);
-    // The F or B consuming a received buffer releases it.
-    if (in.op != Op::backward_weight) {
-      std::int64_t& held = (in.op == Op::forward ? act_held_ : grad_held_)[at];
-      memory(rank, finish, -held);
-      held = 0;
+      start = std::max(start, stash_ready_[cell(in.mb, stage)]);
     }
   }
   compute_[r] = start + duration;
@@ -252,30 +262,21 @@ void Clock::step(int rank, const Instruction& in) {
   const double start = std::max(now, offload_[r]);
   const double end = start + (in.op == Op::offload ? sc.offload_s : sc.prefetch_s);
   offload_[r] = end;
-  if (in.op == Op::offload) {
-    memory(rank, end, -sc.stash_bytes);
-  } else {
-    memory(rank, start, sc.stash_bytes);
-    stash_ready_[cell(in.mb, stage)] = end;
-  }
+  if (in.op == Op::prefetch) stash_ready_[cell(in.mb, stage)] = end;
   out_.timeline[r].push_back({in, start, end, Stream::offload});
 }
 
-std::int64_t Clock::peak_memory(int rank) {
-  // Only the rank running a stage's backwards holds its gradients and optimizer state.
-  std::int64_t level = 0;
-  for (int chunk = 0; chunk < s_.chunks_on(rank); ++chunk) {
-    const int stage = s_.stage(rank, chunk);
-    const StageCost& sc = cost(stage);
-    level += sc.parameter_bytes;
-    if (s_.backward_rank_of(stage) == rank) level += sc.gradient_bytes + sc.optimizer_state_bytes;
-  }
-  auto& events = events_[static_cast<std::size_t>(rank)];
-  // Frees sort before allocations at the same instant.
-  std::sort(events.begin(), events.end());
-  std::int64_t peak = level;
-  for (const auto& [at, delta] : events) peak = std::max(peak, level += delta);
-  return peak;
+// The receiver copies a message inside MPI once it has posted the receive and the data is
+// there: at once if it is blocked in some wait then, else when it next blocks or at the
+// latest when it reaches that receive.
+double Clock::taken(const Transfer& transfer, int receiver) {
+  const double from = std::max(arrival(transfer), posted(transfer));
+  const double latest = done(transfer);
+  const auto& waits = replay_[static_cast<std::size_t>(receiver)].waits;
+  const auto wait = std::upper_bound(
+      waits.begin(), waits.end(), from,
+      [](double t, const std::pair<double, double>& w) { return t < w.second; });
+  return wait == waits.end() ? latest : std::min(latest, std::max(from, wait->first));
 }
 
 Simulation Clock::run() {
@@ -285,18 +286,48 @@ Simulation Clock::run() {
     for (std::size_t r = 0; r < P_; ++r) {
       const auto& list = s_.lists[r];
       while (next[r] < list.size() && ready(static_cast<int>(r), list[next[r]])) {
-        step(static_cast<int>(r), list[next[r]++]);
+        replay_[r].reached[next[r]] = compute_[r];
+        step(static_cast<int>(r), list[next[r]]);
+        replay_[r].after[next[r]++] = compute_[r];
         progress = true;
       }
+    }
+  }
+  // A receive is posted when the receive `receive_lookahead` before it is reached (the
+  // first ones at the start), as the executor does; RecvParams only when reached.
+  const auto lookahead = static_cast<std::size_t>(c_.memory.receive_lookahead);
+  for (std::size_t r = 0; r < P_; ++r) {
+    std::vector<std::size_t> receives;
+    for (std::size_t i = 0; i < s_.lists[r].size(); ++i)
+      if (is_recv(s_.lists[r][i].op)) receives.push_back(i);
+    for (std::size_t k = 0; k < receives.size(); ++k) {
+      const Instruction& in = s_.lists[r][receives[k]];
+      const double at = in.op == Op::recv_params ? replay_[r].reached[receives[k]]
+                        : k < lookahead          ? 0
+                                                 : replay_[r].reached[receives[k - lookahead]];
+      posted(*transfer_of(s_, static_cast<int>(r), in)) = at;
     }
   }
   double busy = 0;
   for (std::size_t r = 0; r < P_; ++r) {
     busy += out_.busy_s[r];
-    for (const TimelineEntry& entry : out_.timeline[r])
+    RankReplay& replay = replay_[r];
+    for (const TimelineEntry& entry : out_.timeline[r]) {
       out_.iteration_s = std::max(out_.iteration_s, entry.end_s);
-    out_.peak_memory_bytes.push_back(peak_memory(static_cast<int>(r)));
+      replay.begin.push_back(entry.start_s);
+      replay.end.push_back(entry.end_s);
+    }
+    for (std::size_t i = 0; i < s_.lists[r].size(); ++i) {
+      const Instruction& in = s_.lists[r][i];
+      if (is_send(in.op)) replay.taken[i] = taken(*transfer_of(s_, static_cast<int>(r), in), in.peer);
+      if (is_recv(in.op))
+        replay.receives.emplace_back(replay.after[i],
+                                     issued(*transfer_of(s_, static_cast<int>(r), in)));
+    }
   }
+  SlotMemory memory = replay_slot_memory(s_, c_, replay_);
+  out_.peak_memory_bytes = std::move(memory.peak_bytes);
+  out_.max_slots = std::move(memory.max_slots);
   if (out_.iteration_s > 0)
     out_.bubble_fraction = 1 - busy / (static_cast<double>(P_) * out_.iteration_s);
   return std::move(out_);

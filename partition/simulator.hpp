@@ -15,14 +15,16 @@
 //                   it overlaps compute; OptimizerStep waits for all of the rank's reduces;
 //   Offload/Prefetch run on an offload stream (one at a time); B and W of a prefetched
 //                   stash wait for its prefetch to end.
-// Memory per rank: the parameters of every stage it serves, plus gradients and optimizer
-// state of the stages whose backwards it runs; plus live stashes: allocated when F starts
-// (or when a RecvStash is reached), freed when W ends (or, on a forward-only rank, when
-// its SendStash arrives), absent between the end of an Offload and the start of a
-// Prefetch; plus transfer buffers for activations and gradients: a send holds its bytes
-// from issue to arrival, a receive from the moment the Recv is reached until the F or B
-// consuming it ends. Parameters move in place (no buffer). A free and an allocation at
-// the same instant do not overlap.
+// Memory per rank follows the executor (runtime/pipeline_executor.hpp) and is replayed after
+// the timeline by slot_memory.hpp: the parameters of every stage the rank serves, plus the
+// gradients, optimizer state and workspace of the stages whose backwards it runs, plus the
+// largest scratch of any of its stages, plus one slot per microbatch in flight on each
+// local chunk. A slot is taken when a receive for its microbatch is posted (MemoryModel::
+// receive_lookahead receives ahead) or by its F, and is given back once its W (or, on a
+// forward-only rank, its SendStash) is done and the executor has seen its sends complete.
+// Without offload (MemoryModel::pooled_slots) slots keep their memory for the next
+// microbatch; with it their pieces come and go: receive buffers when posted, the stash and
+// output at F, the gradient buffers at B, the stash out between Offload and Prefetch.
 #pragma once
 
 #include <cstdint>
@@ -41,11 +43,21 @@ struct StageCost {
   double reduce_grads_s = 0;          // the data-parallel all-reduce of this stage's gradients
   double offload_s = 0;               // one stash to the capacity tier
   double prefetch_s = 0;              // one stash back
-  std::int64_t activation_bytes = 0;  // the stage's output per microbatch; its gradient is as big
-  std::int64_t stash_bytes = 0;       // kept per microbatch from F until W; what SendStash moves
-  std::int64_t parameter_bytes = 0;   // what SendParams moves
+  // Per microbatch. The stage's input is the previous stage's activation_bytes.
+  std::int64_t activation_bytes = 0;  // the stage's output; its gradient is as big
+  // What F keeps for B and W: the stage's input, every block output but the stage's own,
+  // and the blocks' saved state. What SendStash moves and an Offload takes out.
+  std::int64_t stash_bytes = 0;
+  std::int64_t parameter_bytes = 0;  // what SendParams moves
   std::int64_t gradient_bytes = 0;
   std::int64_t optimizer_state_bytes = 0;
+  // What B allocates and keeps until W: the input's gradient (as big as the input), the
+  // gradients of the block outputs inside the stage, and what blocks keep from B for W.
+  std::int64_t backward_bytes = 0;
+  // Per rank: held for the whole run where the stage's backwards run (blocks' own reusable
+  // buffers), and the most one pass allocates and frees again (the rank adds its largest).
+  std::int64_t workspace_bytes = 0;
+  std::int64_t scratch_bytes = 0;
 };
 
 struct Link {
@@ -53,11 +65,29 @@ struct Link {
   double latency_s = 0;
 };
 
+// How the executor holds a microbatch's memory (slot_memory.hpp has the details).
+struct MemoryModel {
+  // Receives are posted this many receive instructions ahead of the one being waited for
+  // (the executor's PipelineSettings::receive_lookahead), each taking its microbatch's slot;
+  // 0: posted when reached.
+  int receive_lookahead = 4;
+  // Slots keep their memory between microbatches, so a chunk holds its most slots ever at
+  // full size (the executor without offload); false: their pieces are freed as they finish
+  // (with offload).
+  bool pooled_slots = true;
+  // Slots added to each forward-only chunk (PipeFB), up to one per microbatch. Such a chunk
+  // keeps each stash until its backward rank, running behind, takes it, so its slot count
+  // follows the two ranks' paces: a backward rank a few percent slower than profiled keeps
+  // one more waiting (gpt-m, one stage: 6 slots against 5 replayed).
+  int forward_slot_margin = 1;
+};
+
 struct CostModel {
   std::vector<StageCost> stages;  // one per global stage, or a single entry for all stages
   Link link;                      // between any two ranks, unless `links` is given
   std::vector<Link> links;        // ranks*ranks, links[from * ranks + to]; empty: `link` everywhere
   double optimizer_step_s = 0;
+  MemoryModel memory;
 };
 
 enum class Stream : std::uint8_t { compute, link, collective, offload };
@@ -81,11 +111,15 @@ struct Simulation {
   double bubble_fraction = 0;
   std::vector<std::int64_t> peak_memory_bytes;  // [rank]
   std::vector<int> max_live_stashes;            // [rank], from the validator
+  // [rank] slots the rank holds at its peak, over all its chunks: with pooled slots, the
+  // most it ever made; otherwise the most in use at once.
+  std::vector<int> max_slots;
 };
 
 // Validates the schedule first (its error is returned unchanged), then checks the cost
 // model: invalid_argument naming the value when a cost is negative or not finite, a
-// bandwidth is not positive, or stages / links have the wrong length.
+// bandwidth is not positive, stages / links have the wrong length, or the receive
+// lookahead or forward slot margin is negative.
 Result<Simulation> simulate(const Schedule& schedule, const CostModel& costs);
 
 }  // namespace spw::sched

@@ -243,9 +243,22 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
                            {"backward_weight_seconds", cost.backward_weight_s},
                            {"reduce_seconds", cost.reduce_grads_s},
                            {"measured_reduce_span_seconds", values[3]},
-                           {"stash_bytes", cost.stash_bytes},
+                           {"slot_bytes", cost.stash_bytes},
                            {"parameter_bytes", cost.parameter_bytes}});
   }
+  // The executor reports a microbatch slot's whole size, not its parts: keep the slot's
+  // size (what pooled slots hold) by counting the input's gradient as the backward buffers
+  // and the rest but the output and its gradient as stash. Workspace and scratch are not
+  // known here, so the prediction leaves them out (the planner's has them, from a profile).
+  for (int s = 0; s < S; ++s) {
+    sched::StageCost& cost = costs.stages[static_cast<std::size_t>(s)];
+    const std::int64_t input = s > 0 ? costs.stages[static_cast<std::size_t>(s - 1)].activation_bytes : 0;
+    const std::int64_t output = s + 1 < S ? cost.activation_bytes : 0;
+    cost.backward_bytes = input;
+    cost.stash_bytes = std::max<std::int64_t>(0, cost.stash_bytes - 2 * output - input);
+  }
+  costs.memory.receive_lookahead = executor.settings().receive_lookahead;
+  costs.memory.pooled_slots = executor.settings().offload.tier == OffloadTier::none;
   if (link.bandwidth_bytes_per_s > 0) {
     costs.link.bandwidth_bytes_per_s = link.bandwidth_bytes_per_s;
     costs.link.latency_s = link.latency_s;
@@ -261,7 +274,8 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
                  {"bubble_fraction", simulation->bubble_fraction},
                  {"busy_seconds_by_pipeline_rank", simulation->busy_s},
                  {"peak_bytes_by_pipeline_rank", simulation->peak_memory_bytes},
-                 {"max_live_stashes_by_pipeline_rank", simulation->max_live_stashes}};
+                 {"max_live_stashes_by_pipeline_rank", simulation->max_live_stashes},
+                 {"slots_by_pipeline_rank", simulation->max_slots}};
   } else {
     predicted = {{"error", simulation.status().message()}};
   }

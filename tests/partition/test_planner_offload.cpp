@@ -156,14 +156,14 @@ TEST(PlannerOffload, ACapThatFitsWithoutOffloadGetsNone) {
 
 TEST(PlannerOffload, NothingFitsNamesTheSmallestPeakOffloadIncluded) {
   // Below one block's state and two stashes nothing fits; the smallest peak the planner
-  // found is rank 0 of P = 4 offloading to a file. (Below one stash and the staging buffer
+  // found is rank 1 of P = 4 offloading to a file. (Below one stash and the staging buffer
   // it would not even simulate offloading, and name the smallest peak without.)
   const auto plan = make_plan(four_heavy_blocks(200 * MiB));
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.status().code(), StatusCode::memory_cap);
   const std::string& text = plan.status().message();
   EXPECT_NE(text.find("the smallest peak found is 0.2"), std::string::npos) << text;
-  EXPECT_NE(text.find("on pipeline rank 0 (P=4 R=1 "), std::string::npos) << text;
+  EXPECT_NE(text.find("on pipeline rank 1 (P=4 R=1 "), std::string::npos) << text;
   EXPECT_NE(text.find(", offload file keep "), std::string::npos) << text;
   EXPECT_NE(text.find("a larger cap (offloading stashes was tried)"), std::string::npos) << text;
 }

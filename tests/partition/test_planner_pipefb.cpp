@@ -88,19 +88,23 @@ TEST(PlannerPipeFB, ForcedEvenWhenClassicIsFaster) {
   EXPECT_EQ(forced->peak_memory_bytes.size(), 2u);
 }
 
-// Eight blocks on eight ranks, each with a 50 MiB stash per sample and 4 MiB of state, and a
-// batch of 9, which no replicas can share. Classic runs P = 8 stages of one block, and its
-// rank 0 holds at least 8 samples' stashes of block 0 (1F1B's and ZB-H1's min(8, m)
-// microbatches of 9 / m samples, GPipe's and interleaved's more): 400 MiB and up. PipeFB
-// with 4 stages of 2 blocks and 9 microbatches holds at most two stashes of 100 MiB on a
-// forward rank (one leaving while the next forward runs) and one on a backward rank.
+// Two blocks with a 50 MiB stash per sample and 4 MiB of state on two ranks, a batch of 9
+// that no replicas can share, GPipe the only classic schedule, and receives posted when
+// reached. Classic GPipe on P = 2 keeps a slot per microbatch on both ranks: 0.46 GiB at
+// least (m = 3 of 3 samples). PipeFB's forward rank keeps each stash (both blocks' saved
+// state and the first block's output, 101 MiB) until its backward rank has taken it and a
+// test has seen the send complete: 3 at most, and one more as a margin for the ranks'
+// paces, 406 MiB with its parameters. The backward rank holds one with its gradient
+// buffers, and the stage's state: 110 MiB.
 PlanRequest stash_heavy_model() {
   PlanRequest q;
   q.profile.microbatch_samples = 1;
-  for (int i = 0; i < 8; ++i) q.profile.blocks.push_back(block(1.0, 1.0, 50 * MiB, MiB));
-  q.topology = fast_node(8);
+  for (int i = 0; i < 2; ++i) q.profile.blocks.push_back(block(1.0, 1.0, 50 * MiB, MiB));
+  q.topology = fast_node(2);
   q.global_batch = 9;
-  q.memory_cap_bytes = 300 * MiB;
+  q.schedules = {"gpipe"};
+  q.receive_lookahead = 0;
+  q.memory_cap_bytes = 440 * MiB;
   return q;
 }
 
@@ -109,26 +113,33 @@ TEST(PlannerPipeFB, ChosenWhenItIsTheOnlyLayoutUnderTheCap) {
   const auto plan = make_plan(q);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   EXPECT_EQ(plan->schedule, "pipefb") << plan->explanation;
-  EXPECT_EQ(plan->pipeline_ranks, 4);
+  EXPECT_EQ(plan->pipeline_ranks, 1);
   EXPECT_EQ(plan->replicas, 1);
   EXPECT_EQ(plan->microbatches, 9);
-  ASSERT_EQ(plan->peak_memory_bytes.size(), 8u);
-  for (std::int64_t peak : plan->peak_memory_bytes) EXPECT_LE(peak, *q.memory_cap_bytes);
+  ASSERT_EQ(plan->peak_memory_bytes.size(), 2u);
+  EXPECT_EQ(plan->peak_memory_bytes, (std::vector<std::int64_t>{406 * MiB, 110 * MiB}));
   EXPECT_NE(plan->explanation.find("layout: pipefb, the only kind within the memory cap: no "
                                    "classic plan fits"),
             std::string::npos)
       << plan->explanation;
 
-  // Classic forbids it, and then nothing fits: the error names classic's smallest peak, on
-  // pipeline rank 0: block 0's state and 8 stashes, plus an activation on its way.
+  // Classic forbids it, and then nothing fits: the error names classic's smallest peak.
   q.layout = LayoutChoice::classic;
   const auto classic = make_plan(q);
   ASSERT_FALSE(classic.ok()) << classic->explanation;
   EXPECT_EQ(classic.status().code(), StatusCode::memory_cap);
-  EXPECT_NE(classic.status().message().find("the smallest peak found is 0.39"), std::string::npos)
+  EXPECT_NE(classic.status().message().find("the smallest peak found is 0.461 GiB"),
+            std::string::npos)
       << classic.status().message();
-  EXPECT_NE(classic.status().message().find("on pipeline rank 0 (P=8 R=1"), std::string::npos)
+  EXPECT_NE(classic.status().message().find("on pipeline rank 0 (P=2 R=1 gpipe m=3)"),
+            std::string::npos)
       << classic.status().message();
+
+  // With the executor's default lookahead of 4 the backward rank takes 4 stashes' slots
+  // early, 518 MiB, and PipeFB no longer fits either.
+  q.layout = LayoutChoice::automatic;
+  q.receive_lookahead = 4;
+  EXPECT_FALSE(make_plan(q).ok());
 }
 
 TEST(PlannerPipeFB, AStagesForwardAndBackwardRanksShareTheFastLink) {

@@ -97,12 +97,16 @@ TEST(ClosedForm, InterleavingDividesTheBubbleByV) {
     }
 }
 
+// With receives posted when reached and slots freed as they finish (the executor offloading,
+// without its receive lookahead) a rank holds its live stashes: 1F1B's min(P - r, m), GPipe's
+// m, ZB-H1's min(P, m), plus its static state.
 TEST(Memory, StashesTimesBytesPlusStaticState) {
   CostModel costs = unit_costs();
   costs.stages[0].stash_bytes = 100;
   costs.stages[0].parameter_bytes = 7;
   costs.stages[0].gradient_bytes = 7;
   costs.stages[0].optimizer_state_bytes = 14;
+  costs.memory = {0, false};
   const Simulation one = run(make_1f1b({4, 8, 1, false}), costs);
   EXPECT_EQ(one.peak_memory_bytes, (std::vector<std::int64_t>{428, 328, 228, 128}));
   EXPECT_EQ(one.max_live_stashes, (std::vector<int>{4, 3, 2, 1}));
@@ -110,6 +114,53 @@ TEST(Memory, StashesTimesBytesPlusStaticState) {
   EXPECT_EQ(gpipe.peak_memory_bytes, std::vector<std::int64_t>(4, 828));
   const Simulation zb = run(make_zb_h1({4, 8, 1, false}), costs);
   EXPECT_EQ(zb.peak_memory_bytes, std::vector<std::int64_t>(4, 428));
+}
+
+// 1F1B, P = 2, m = 4, F = B = W = 1, free links, a stash of 100 bytes:
+//   rank 0: F0 0-1, F1 1-2, waits for RG0 2-4, B0 W0 4-6, F2 6-7, B1 W1 7-9, F3 9-10, ...
+//   rank 1: RA0 waits 0-1, F0 B0 W0 1-4, SG0 at 4, then F B W of microbatch k in
+//           [1 + 3k, 4 + 3k] with RAk reached at 1 + 3k (its data long in), SGk at 4 + 3k.
+// The executor takes a slot at the first instruction needing it and gives it back only once
+// a test (at the next slot taken) finds its sends complete, which Open MPI reports only after
+// it made progress past the receiver's taking the data.
+TEST(Memory, SlotsFollowTheExecutor) {
+  CostModel costs = unit_costs();
+  costs.stages[0].stash_bytes = 100;
+  const auto schedule = make_1f1b({2, 4, 1, false});
+  // Pooled, receives posted when reached. Rank 0 reuses microbatch 0's slot at F2 (SA0 was
+  // taken at 1, and rank 0 waited in MPI from 2 to 4): 2 slots. Rank 1 retires slot 0 at
+  // SG0 (4), which rank 0 takes at once; the test at RA1 (4) is no later, the one at RA2 (7)
+  // has seen no progress since 4 and fails, and that failed test is the progress the test
+  // at RA3 (10) needs: 3 slots.
+  costs.memory = {0, true};
+  Simulation s = run(schedule, costs);
+  EXPECT_EQ(s.max_slots, (std::vector<int>{2, 3}));
+  EXPECT_EQ(s.peak_memory_bytes, (std::vector<std::int64_t>{200, 300}));
+  // Four receives posted at the start take every slot a rank needs in the step at once.
+  costs.memory = {4, true};
+  s = run(schedule, costs);
+  EXPECT_EQ(s.max_slots, (std::vector<int>{4, 4}));
+  EXPECT_EQ(s.peak_memory_bytes, (std::vector<std::int64_t>{400, 400}));
+  // Not pooled: a finished slot frees its stash at once, whatever its sends.
+  costs.memory = {0, false};
+  s = run(schedule, costs);
+  EXPECT_EQ(s.peak_memory_bytes, (std::vector<std::int64_t>{200, 100}));
+}
+
+// A slot's pieces: rank 0 of 2 (stage 0) holds per microbatch its stash (30: no input), its
+// output and the output's gradient (10 each) and its backward buffers (20); rank 1 (the last
+// stage) its input within the stash (30), the input's gradient within its backward buffers
+// (20), no output. Workspace counts where backwards run, the largest scratch once.
+TEST(Memory, SlotPiecesWorkspaceAndScratch) {
+  CostModel costs = unit_costs();
+  costs.stages[0] = {.forward_s = 1, .backward_input_s = 1, .backward_weight_s = 1,
+                     .activation_bytes = 10, .stash_bytes = 30, .backward_bytes = 20,
+                     .workspace_bytes = 1000, .scratch_bytes = 500};
+  costs.memory = {0, true};
+  // GPipe, m = 1: one slot each.
+  const Simulation s = run(make_gpipe({2, 1, 1, false}), costs);
+  EXPECT_EQ(s.max_slots, (std::vector<int>{1, 1}));
+  EXPECT_EQ(s.peak_memory_bytes, (std::vector<std::int64_t>{1500 + 30 + 20 + 20, 1500 + 30 + 20}));
 }
 
 // Two stages, 1F1B, m = 2, F = B = W = 1; every transfer takes 0.5 s latency + 1 MB at
@@ -139,9 +190,9 @@ TEST(Communication, TwoStagesHandComputed) {
   EXPECT_DOUBLE_EQ(wait.end_s, 7);
   EXPECT_DOUBLE_EQ(entry(s, 0, Instruction::backward_weight(1, 0)).end_s, 12);
   EXPECT_DOUBLE_EQ(s.bubble_fraction, 1 - 12.0 / 24.0);
-  // In flight at 2 on rank 0: both outgoing activations and the buffer RG0 waits on; on
-  // rank 1 at 5.5: the outgoing SG0 and the buffer of RA1, held until F1 ends.
-  EXPECT_EQ(s.peak_memory_bytes, (std::vector<std::int64_t>{3'000'000, 2'000'000}));
+  // Both receives are posted at the start (4 ahead), taking both slots: rank 0's hold its
+  // output and the output's gradient, rank 1's its input.
+  EXPECT_EQ(s.peak_memory_bytes, (std::vector<std::int64_t>{4'000'000, 2'000'000}));
 }
 
 TEST(Communication, LinkMatrixOnlySlowsTheDirectionItDescribes) {
@@ -182,6 +233,7 @@ TEST(Offload, BackwardWaitsForItsPrefetchAndOffloadedStashesFreeMemory) {
   costs.stages[0].stash_bytes = 10;
   costs.stages[0].offload_s = 1.5;
   costs.stages[0].prefetch_s = 1;
+  costs.memory.pooled_slots = false;  // as the executor holds memory when it offloads
   auto simulation = simulate(s, costs);
   ASSERT_TRUE(simulation.ok()) << simulation.status().message();
   // OF0 1-2.5 on the offload stream, PF0 2.5-3.5, so B0 waits from 2 to 3.5.
@@ -191,25 +243,29 @@ TEST(Offload, BackwardWaitsForItsPrefetchAndOffloadedStashesFreeMemory) {
   EXPECT_EQ(simulation->peak_memory_bytes, std::vector<std::int64_t>{20});
 }
 
+// Equal PipeFB stages: F = B + W = 2, a stash of 100 bytes, 7 of parameters and gradients,
+// 14 of optimizer state.
+CostModel pipefb_costs() {
+  CostModel costs = unit_costs();
+  StageCost& c = costs.stages[0];
+  c.forward_s = 2;
+  c.stash_bytes = 100;
+  c.parameter_bytes = 7;
+  c.gradient_bytes = 7;
+  c.optimizer_state_bytes = 14;
+  return costs;
+}
+
 // PipeFB with equal stages, F = B + W (F = 2, B = W = 1), free links and a free step.
 // Forward rank s runs F(k) in [(s + k)F, (s + k + 1)F] and sends the stash as it ends;
 // the last backward rank gets stash k at (P + k)F and, since B + W = F, keeps pace; each
 // gradient hop adds F, so backward rank s runs microbatch k in [(2P - 1 - s + k)F,
 // (2P - s + k)F]. Hence, over all 2P ranks, each busy m F:
 //   iteration = (m + 2P - 1) F,   bubble = (2P - 1) / (m + 2P - 1).
-// Memory, with parameters p, gradients g, optimizer state o, stash s, activation a:
-//   forward rank 0        p + s      (a stash is gone when its send arrives, as F ends)
-//   forward ranks 1..     p + s + a  (the next input is received while F runs)
-//   backward ranks        p + g + o + s + a, and p + g + o + s on the last stage (no RG).
+// (Memory: Memory.PipeFBForwardRankHoldsStashesUntilTheBackwardRankTakesThem.)
 TEST(ClosedForm, PipeFBKeepsForwardAndBackwardRanksBusy) {
-  CostModel costs = unit_costs();
-  StageCost& c = costs.stages[0];
-  c.forward_s = 2;
-  c.stash_bytes = 100;
-  c.activation_bytes = 10;
-  c.parameter_bytes = 7;
-  c.gradient_bytes = 7;
-  c.optimizer_state_bytes = 14;
+  CostModel costs = pipefb_costs();
+  costs.stages[0].activation_bytes = 10;
   for (int P : {1, 2, 3, 4})
     for (int m = 1; m <= 8; ++m) {
       const Simulation s = run(make_pipefb({P, m, 1, false}), costs);
@@ -217,19 +273,36 @@ TEST(ClosedForm, PipeFBKeepsForwardAndBackwardRanksBusy) {
       EXPECT_DOUBLE_EQ(s.iteration_s, 2.0 * (m + 2 * P - 1)) << at;
       EXPECT_DOUBLE_EQ(s.bubble_fraction, double(2 * P - 1) / double(m + 2 * P - 1)) << at;
       EXPECT_EQ(s.busy_s, std::vector<double>(static_cast<std::size_t>(2 * P), 2.0 * m)) << at;
-      std::vector<std::int64_t> peak;
-      for (int r = 0; r < P; ++r) peak.push_back(r == 0 ? 107 : 117);
-      for (int r = 0; r < P; ++r) peak.push_back(r + 1 < P ? 138 : 128);
-      EXPECT_EQ(s.peak_memory_bytes, peak) << at;
     }
+}
+
+// PipeFB, one stage, m = 4, F = 2, B = W = 1, free links, slots freed as they finish,
+// receives posted when reached. Forward k runs in [2k, 2k + 2] and its stash goes at its
+// end; the backward rank, keeping pace, takes stash k when it reaches RS k, at 2k + 2 too.
+// The forward rank gives a slot back at the first test after a failed test later than
+// that (progress): microbatch 0 at F2's end (6), 1 at F3's end (8). So while F2 and F3 run
+// it holds 3 stashes; the backward rank holds one (the next is posted after W). The margin
+// for a forward rank adds one slot to its peak, up to m.
+TEST(Memory, PipeFBForwardRankHoldsStashesUntilTheBackwardRankTakesThem) {
+  CostModel costs = pipefb_costs();
+  costs.memory = {0, false, 0};
+  const Simulation s = run(make_pipefb({1, 4, 1, false}), costs);
+  EXPECT_EQ(s.max_slots, (std::vector<int>{3, 1}));
+  EXPECT_EQ(s.peak_memory_bytes, (std::vector<std::int64_t>{307, 128}));
+  costs.memory.forward_slot_margin = 1;
+  EXPECT_EQ(run(make_pipefb({1, 4, 1, false}), costs).peak_memory_bytes,
+            (std::vector<std::int64_t>{407, 128}));
+  costs.memory.forward_slot_margin = 2;  // never past one slot per microbatch
+  EXPECT_EQ(run(make_pipefb({1, 4, 1, false}), costs).peak_memory_bytes,
+            (std::vector<std::int64_t>{407, 128}));
 }
 
 // PipeFB, one stage (rank 0 forwards, rank 1 backwards), m = 2, F = 2, B = W = 1; a stash
 // takes 1 s on 0 -> 1 and the parameters 2 s on 1 -> 0:
 //   rank 0: F0 0-2, SS0 2-3, F1 2-4, SS1 4-5, RP waits 4-9;
 //   rank 1: RS0 waits 0-3, B0 3-4, W0 4-5, RS1 (arrived) , B1 5-6, W1 6-7, OPT, SP 7-9.
-// Iteration 9 s against 6 with free links; rank 0 holds both stashes while SS0 is in
-// flight (2-3), rank 1 one at a time.
+// Iteration 9 s against 6 with free links. Rank 0 takes a second slot at F1 (2), before
+// rank 1 took stash 0 (3); rank 1 posts both receives at the start, one slot each.
 TEST(Communication, PipeFBStashAndParameterTransfersTakeTheirTime) {
   CostModel costs = unit_costs();
   costs.stages[0].forward_s = 2;
@@ -255,7 +328,7 @@ TEST(Communication, PipeFBStashAndParameterTransfersTakeTheirTime) {
   EXPECT_DOUBLE_EQ(s.iteration_s, 9);
   EXPECT_DOUBLE_EQ(s.bubble_fraction, 1 - 8.0 / 18.0);
   // Parameters move in place; only the backward rank holds gradients.
-  EXPECT_EQ(s.peak_memory_bytes, (std::vector<std::int64_t>{4'000'000, 3'000'005}));
+  EXPECT_EQ(s.peak_memory_bytes, (std::vector<std::int64_t>{4'000'000, 4'000'005}));
 }
 
 TEST(CostModelChecks, NameTheValue) {
@@ -275,6 +348,17 @@ TEST(CostModelChecks, NameTheValue) {
   CostModel dead = unit_costs();
   dead.link.bandwidth_bytes_per_s = 0;
   EXPECT_EQ(simulate(s, dead).status().message(), "cost model: link bandwidth = 0 must be > 0");
+  CostModel backward = unit_costs();
+  backward.stages[0].backward_bytes = -1;
+  EXPECT_EQ(simulate(s, backward).status().message(),
+            "cost model: stage 0 backward_bytes = -1 must be >= 0");
+  CostModel ahead = unit_costs();
+  ahead.memory.receive_lookahead = -1;
+  EXPECT_EQ(simulate(s, ahead).status().message(),
+            "cost model: receive_lookahead = -1 must be >= 0");
+  ahead.memory = {4, true, -2};
+  EXPECT_EQ(simulate(s, ahead).status().message(),
+            "cost model: forward_slot_margin = -2 must be >= 0");
   Schedule broken = s;
   broken.lists[1].erase(broken.lists[1].begin());
   EXPECT_EQ(simulate(broken, unit_costs()).status().message(),
