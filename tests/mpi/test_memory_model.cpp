@@ -1,0 +1,308 @@
+// The planner's memory model against the executor, on 2 ranks: a small GPT is profiled
+// (rank 0) and its links measured, then each layout is predicted by sched::predict, run for
+// a few steps, and every rank's ledger peak compared with the prediction. The prediction
+// must bound the peak, and stay within 25% of it. Measured here it is exact to 0.3% but for
+// PipeFB's forward rank, which gets a margin of one slot (a slot is a fifth of that rank's
+// peak here, in gpt-s and in gpt-m) for the pace of its backward rank; 25% leaves room for
+// one slot the Open MPI progress rule keeps that a run may not need. The bound below
+// allows 0.5%: with the offload thread, an activation-sized buffer (0.3% here) can stay a
+// little longer than the timeline says. A plan made under a cap then runs under that cap.
+//
+// SPW_MEMORY_MODEL_JOB=path.toml runs the same comparison on that job's model, batch and
+// microbatches, with SPW_MEMORY_MODEL_SET="section.key=value ..." as --set overrides (e.g.
+// examples/gpt-s.toml with "train.microbatches=8"), printing the table;
+// SPW_MEMORY_MODEL_LOOKAHEAD=n sets the executor's (and the prediction's) receive lookahead.
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "partition/planner.hpp"
+#include "pipeline_test_support.hpp"
+#include "runtime/auto_plan.hpp"
+#include "runtime/profiler.hpp"
+#include "runtime/rank_links.hpp"
+
+namespace spw {
+namespace {
+
+constexpr int kRunSteps = 4;
+constexpr double kSlack = 1.25;
+constexpr double kShort = 0.995;
+
+int receive_lookahead() {
+  const char* text = std::getenv("SPW_MEMORY_MODEL_LOOKAHEAD");
+  return text != nullptr ? std::atoi(text) : PipelineSettings{}.receive_lookahead;
+}
+
+// gpt-s's width at half its sequence and depth: passes of a few milliseconds, long next to
+// MPI's and the offload thread's own delays, as in real runs (with a d = 64 toy the copy
+// thread's scheduling, not the schedule, decides what is resident).
+TrainSettings small_gpt() {
+  TrainSettings s = tiny_gpt(8, "adamw");
+  s.model.gpt.layers = 4;
+  s.model.gpt.d_model = 256;
+  s.model.gpt.heads = 4;
+  s.model.gpt.seq = 64;
+  s.steps = kRunSteps;
+  return s;
+}
+
+Result<TrainSettings> settings_under_test() {
+  const char* job_path = std::getenv("SPW_MEMORY_MODEL_JOB");
+  if (job_path == nullptr) return small_gpt();
+  std::vector<std::string> overrides;
+  if (const char* set = std::getenv("SPW_MEMORY_MODEL_SET")) {
+    std::istringstream words(set);
+    for (std::string word; words >> word;) overrides.push_back(word);
+  }
+  SPW_ASSIGN_OR_RETURN(JobConfig job, load_job_file(job_path, overrides));
+  SPW_ASSIGN_OR_RETURN(TrainSettings settings, train_settings_from(job));
+  settings.steps = kRunSteps;
+  return settings;
+}
+
+// Rank 0 profiles; every rank gets the same profile.
+Result<sched::ModelProfile> shared_profile(const TrainSettings& settings, MPI_Comm comm) {
+  std::string text;
+  Status status = Status::success();
+  if (world_rank() == 0) {
+    ProfileOptions options;
+    options.microbatch_samples = settings.batch / settings.microbatches;
+    auto profile = profile_model(settings, options);
+    status = profile.status();
+    if (profile.ok()) text = sched::profile_to_json(*profile);
+  }
+  int length = static_cast<int>(text.size());
+  MPI_Bcast(&length, 1, MPI_INT, 0, comm);
+  if (length == 0) return status.ok() ? error(StatusCode::internal, "no profile") : status;
+  text.resize(static_cast<std::size_t>(length));
+  MPI_Bcast(text.data(), length, MPI_CHAR, 0, comm);
+  return sched::profile_from_json(text, "profile");
+}
+
+sched::OffloadTier planner_tier(OffloadTier tier) {
+  switch (tier) {
+    case OffloadTier::file: return sched::OffloadTier::file;
+    case OffloadTier::peer: return sched::OffloadTier::peer;
+    default: return sched::OffloadTier::none;
+  }
+}
+
+OffloadTier runtime_tier(sched::OffloadTier tier) {
+  switch (tier) {
+    case sched::OffloadTier::file: return OffloadTier::file;
+    case sched::OffloadTier::peer: return OffloadTier::peer;
+    default: return OffloadTier::none;
+  }
+}
+
+sched::PipelineLayout planner_layout(const PipelineLayout& l, const OffloadConfig& offload) {
+  sched::PipelineLayout out;
+  out.schedule = l.schedule;
+  out.pipeline_ranks = l.pipeline_ranks;
+  out.replicas = l.replicas;
+  out.chunks = l.chunks;
+  out.microbatches = l.microbatches;
+  out.microbatch_samples = l.microbatch_samples;
+  for (const StageRange& r : l.stages) out.stages.push_back({r.first, r.last});
+  for (int r = 0; r < l.world_size(); ++r) out.world_rank.push_back(r);
+  out.receive_lookahead = receive_lookahead();
+  if (offload.tier != OffloadTier::none)
+    out.offload = {planner_tier(offload.tier), offload.keep, offload.lookahead};
+  return out;
+}
+
+// Runs the layout on `comm` (its ranks in plan order) and returns, on every rank, each
+// rank's ledger peak by its place in the layout (replica * ranks in a pipeline + list).
+Result<std::vector<std::int64_t>> measured_peaks(const TrainSettings& train,
+                                                 const PipelineLayout& layout,
+                                                 const OffloadConfig& offload, MPI_Comm comm) {
+  PipelineSettings settings;
+  settings.train = train;
+  settings.layout = layout;
+  settings.offload = offload;
+  settings.receive_lookahead = receive_lookahead();
+  MemoryLedger::process().reset_peaks();
+  auto executor = PipelineExecutor::create(settings, comm);
+  if (!executor.ok()) return executor.status();
+  for (int i = 0; i < kRunSteps; ++i) {
+    StepResult step;
+    const Status status = (*executor)->run_step(step);
+    if (!status.ok()) {
+      std::fprintf(stderr, "rank %d failed mid-run: %s\n", world_rank(), status.message().c_str());
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+  }
+  const int place = (*executor)->replica() * layout.ranks_in_pipeline() +
+                    (*executor)->pipeline_rank();
+  executor->reset();
+  (void)MemoryLedger::process().set_cap(std::nullopt);
+  const long long mine[2] = {place, static_cast<long long>(MemoryLedger::process().peak_total())};
+  int size = 0;
+  MPI_Comm_size(comm, &size);
+  std::vector<long long> all(2 * static_cast<std::size_t>(size));
+  MPI_Allgather(mine, 2, MPI_LONG_LONG, all.data(), 2, MPI_LONG_LONG, comm);
+  std::vector<std::int64_t> peaks(static_cast<std::size_t>(size), 0);
+  for (int r = 0; r < size; ++r)
+    peaks[static_cast<std::size_t>(all[2 * r])] = all[2 * static_cast<std::size_t>(r) + 1];
+  return peaks;
+}
+
+struct Case {
+  std::string name;
+  ParallelConfig parallel;
+  OffloadConfig offload;
+};
+
+std::vector<Case> cases() {
+  const auto classic = [](const char* name, ScheduleKind kind, int chunks, OffloadTier tier,
+                          int keep) {
+    Case c{name, {}, {}};
+    c.parallel.stages.form = StagesSpec::Form::count;
+    c.parallel.stages.count = world_size() * chunks;
+    c.parallel.chunks = chunks;
+    c.parallel.schedule = kind;
+    c.offload.tier = tier;
+    c.offload.keep = keep;
+    c.offload.lookahead = 1;
+    return c;
+  };
+  std::vector<Case> all = {
+      classic("gpipe", ScheduleKind::gpipe, 1, OffloadTier::none, 0),
+      classic("1f1b", ScheduleKind::one_f_one_b, 1, OffloadTier::none, 0),
+      classic("zb-h1", ScheduleKind::zb_h1, 1, OffloadTier::none, 0),
+      classic("interleaved", ScheduleKind::interleaved, 2, OffloadTier::none, 0),
+      classic("gpipe file keep 1", ScheduleKind::gpipe, 1, OffloadTier::file, 1),
+      classic("1f1b file keep 0", ScheduleKind::one_f_one_b, 1, OffloadTier::file, 0),
+      classic("zb-h1 file keep 0", ScheduleKind::zb_h1, 1, OffloadTier::file, 0),
+  };
+  // A PipeFB backward rank holds one stash at a time, so with keep 1 nothing is offloaded,
+  // but the tier's engine is on: slots give their memory back and the staging buffer counts.
+  // (With keep 0 the backward rank copies each stash out and straight back; how far the
+  // forward rank then runs ahead depends on how the copy thread shares the cores, which the
+  // profile does not see: its peak varied between 58.6 and 75.4 MiB in three runs of the
+  // same job, around a prediction of 67.0.)
+  for (OffloadTier tier : {OffloadTier::none, OffloadTier::file}) {
+    Case c{tier == OffloadTier::none ? "pipefb" : "pipefb file keep 1", {}, {}};
+    c.parallel.stages.form = StagesSpec::Form::count;
+    c.parallel.stages.count = world_size() / 2;
+    c.parallel.layout = Layout::pipefb;
+    c.offload.tier = tier;
+    c.offload.keep = 1;
+    c.offload.lookahead = 1;
+    all.push_back(c);
+  }
+  return all;
+}
+
+class MemoryModelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // More ranks than cores would time the run unlike the profile: measured on request only.
+    if (world_size() != 2 && std::getenv("SPW_MEMORY_MODEL_JOB") == nullptr)
+      GTEST_SKIP() << "compares 2-rank pipelines; run with 2 ranks";
+    auto settings = settings_under_test();
+    ASSERT_TRUE(settings.ok()) << settings.status().message();
+    settings_ = *settings;
+    auto profile = shared_profile(settings_, MPI_COMM_WORLD);
+    ASSERT_TRUE(profile.ok()) << profile.status().message();
+    profile_ = *profile;
+    MicrobatchData mb;
+    mb.samples = settings_.batch / settings_.microbatches;
+    mb.seq = settings_.model.positions_per_sample();
+    auto topology = measure_rank_topology(
+        MPI_COMM_WORLD, settings_.model.activation_shape(0, mb).numel() * 4);
+    ASSERT_TRUE(topology.ok()) << topology.status().message();
+    topology_ = *topology;
+  }
+
+  TrainSettings settings_;
+  sched::ModelProfile profile_;
+  sched::RankTopology topology_;
+};
+
+std::string mib(std::int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f", static_cast<double>(bytes) / (1 << 20));
+  return text;
+}
+
+TEST_F(MemoryModelTest, PredictedPeakBoundsEveryRanksPeakWithin25Percent) {
+  for (const Case& c : cases()) {
+    auto layout = make_pipeline_layout(c.parallel, settings_.model.block_count(),
+                                       settings_.batch, settings_.microbatches, world_size());
+    ASSERT_TRUE(layout.ok()) << c.name << ": " << layout.status().message();
+    auto predicted = sched::predict(profile_, topology_, planner_layout(*layout, c.offload));
+    ASSERT_TRUE(predicted.ok()) << c.name << ": " << predicted.status().message();
+    auto measured = measured_peaks(settings_, *layout, c.offload, MPI_COMM_WORLD);
+    ASSERT_TRUE(measured.ok()) << c.name << ": " << measured.status().message();
+    if (world_rank() != 0) continue;
+    for (std::size_t r = 0; r < measured->size(); ++r) {
+      const std::int64_t want = (*measured)[r], got = predicted->peak_memory_bytes[r];
+      std::printf("memory model: %-20s rank %zu predicted %8s MiB measured %8s MiB (%+.1f%%)\n",
+                  c.name.c_str(), r, mib(got).c_str(), mib(want).c_str(),
+                  100.0 * (static_cast<double>(got) / static_cast<double>(want) - 1));
+      EXPECT_GE(static_cast<double>(got), kShort * static_cast<double>(want))
+          << c.name << " rank " << r;
+      EXPECT_LE(static_cast<double>(got), kSlack * static_cast<double>(want))
+          << c.name << " rank " << r;
+    }
+  }
+}
+
+// Plan at a cap 10% under the uncapped plan's peak (offload allowed), then run that plan
+// with the cap enforced by the ledger: it trains, and every rank stays under the cap.
+TEST_F(MemoryModelTest, APlanMadeUnderACapRunsUnderIt) {
+  sched::PlanRequest request;
+  request.profile = profile_;
+  request.topology = topology_;
+  request.global_batch = settings_.batch;
+  request.offload.choose = true;
+  request.receive_lookahead = receive_lookahead();
+  auto free_plan = sched::make_plan(request);
+  ASSERT_TRUE(free_plan.ok()) << free_plan.status().message();
+  const std::int64_t free_peak = *std::max_element(free_plan->peak_memory_bytes.begin(),
+                                                   free_plan->peak_memory_bytes.end());
+  request.memory_cap_bytes = free_peak * 9 / 10;
+  auto plan = sched::make_plan(request);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+
+  PipelineLayout layout;
+  layout.schedule = plan->schedule;
+  layout.pipeline_ranks = plan->pipeline_ranks;
+  layout.ranks_per_stage = plan->ranks_per_stage();
+  layout.replicas = plan->replicas;
+  layout.chunks = plan->chunks;
+  layout.microbatches = plan->microbatches;
+  layout.microbatch_samples = plan->microbatch_samples;
+  for (const sched::StageRange& r : plan->stages) layout.stages.push_back({r.first, r.last});
+  OffloadConfig offload;
+  offload.tier = runtime_tier(plan->offload.tier);
+  offload.keep = plan->offload.keep;
+  offload.lookahead = plan->offload.lookahead;
+  TrainSettings train = settings_;
+  train.microbatches = plan->microbatches * plan->replicas;
+  train.memory_cap = static_cast<std::size_t>(*request.memory_cap_bytes);
+  auto ordered = communicator_in_plan_order(MPI_COMM_WORLD, plan->world_rank);
+  ASSERT_TRUE(ordered.ok()) << ordered.status().message();
+  auto measured = measured_peaks(train, layout, offload, *ordered);
+  MPI_Comm comm = *ordered;
+  MPI_Comm_free(&comm);
+  ASSERT_TRUE(measured.ok()) << plan->explanation << "\n" << measured.status().message();
+  if (world_rank() != 0) return;
+  std::printf("memory model: cap %s MiB (uncapped plan's peak %s MiB), plan:\n%s\n",
+              mib(*request.memory_cap_bytes).c_str(), mib(free_peak).c_str(),
+              plan->explanation.c_str());
+  for (std::size_t r = 0; r < measured->size(); ++r) {
+    const std::int64_t predicted = plan->peak_memory_bytes[r % plan->peak_memory_bytes.size()];
+    std::printf("memory model: capped plan rank %zu predicted %s MiB measured %s MiB\n", r,
+                mib(predicted).c_str(), mib((*measured)[r]).c_str());
+    EXPECT_LE((*measured)[r], *request.memory_cap_bytes) << "rank " << r;
+    EXPECT_GE(static_cast<double>(predicted), kShort * static_cast<double>((*measured)[r]))
+        << "rank " << r;
+  }
+}
+
+}  // namespace
+}  // namespace spw
