@@ -114,10 +114,12 @@ sched::PipelineLayout planner_layout(const PipelineLayout& l, const OffloadConfi
 }
 
 // Runs the layout on `comm` (its ranks in plan order) and returns, on every rank, each
-// rank's ledger peak by its place in the layout (replica * ranks in a pipeline + list).
+// rank's ledger peak by its place in the layout (replica * ranks in a pipeline + list);
+// `step_s` gets this rank's mean step time after the first.
 Result<std::vector<std::int64_t>> measured_peaks(const TrainSettings& train,
                                                  const PipelineLayout& layout,
-                                                 const OffloadConfig& offload, MPI_Comm comm) {
+                                                 const OffloadConfig& offload, MPI_Comm comm,
+                                                 double* step_s = nullptr) {
   PipelineSettings settings;
   settings.train = train;
   settings.layout = layout;
@@ -126,6 +128,7 @@ Result<std::vector<std::int64_t>> measured_peaks(const TrainSettings& train,
   MemoryLedger::process().reset_peaks();
   auto executor = PipelineExecutor::create(settings, comm);
   if (!executor.ok()) return executor.status();
+  double seconds = 0;
   for (int i = 0; i < kRunSteps; ++i) {
     StepResult step;
     const Status status = (*executor)->run_step(step);
@@ -133,7 +136,9 @@ Result<std::vector<std::int64_t>> measured_peaks(const TrainSettings& train,
       std::fprintf(stderr, "rank %d failed mid-run: %s\n", world_rank(), status.message().c_str());
       MPI_Abort(MPI_COMM_WORLD, 2);
     }
+    if (i > 0) seconds += step.seconds / (kRunSteps - 1);
   }
+  if (step_s != nullptr) *step_s = seconds;
   const int place = (*executor)->replica() * layout.ranks_in_pipeline() +
                     (*executor)->pipeline_rank();
   executor->reset();
@@ -235,9 +240,11 @@ TEST_F(MemoryModelTest, PredictedPeakBoundsEveryRanksPeakWithin25Percent) {
     ASSERT_TRUE(layout.ok()) << c.name << ": " << layout.status().message();
     auto predicted = sched::predict(profile_, topology_, planner_layout(*layout, c.offload));
     ASSERT_TRUE(predicted.ok()) << c.name << ": " << predicted.status().message();
-    auto measured = measured_peaks(settings_, *layout, c.offload, MPI_COMM_WORLD);
+    double step_s = 0;
+    auto measured = measured_peaks(settings_, *layout, c.offload, MPI_COMM_WORLD, &step_s);
     ASSERT_TRUE(measured.ok()) << c.name << ": " << measured.status().message();
     if (world_rank() != 0) continue;
+    std::printf("memory model: %-20s step %.3f s\n", c.name.c_str(), step_s);
     for (std::size_t r = 0; r < measured->size(); ++r) {
       const std::int64_t want = (*measured)[r], got = predicted->peak_memory_bytes[r];
       std::printf("memory model: %-20s rank %zu predicted %8s MiB measured %8s MiB (%+.1f%%)\n",
