@@ -81,36 +81,12 @@ Result<sched::ModelProfile> shared_profile(const TrainSettings& settings, MPI_Co
   return sched::profile_from_json(text, "profile");
 }
 
-sched::OffloadTier planner_tier(OffloadTier tier) {
-  switch (tier) {
-    case OffloadTier::file: return sched::OffloadTier::file;
-    case OffloadTier::peer: return sched::OffloadTier::peer;
-    default: return sched::OffloadTier::none;
-  }
-}
-
 OffloadTier runtime_tier(sched::OffloadTier tier) {
   switch (tier) {
     case sched::OffloadTier::file: return OffloadTier::file;
     case sched::OffloadTier::peer: return OffloadTier::peer;
     default: return OffloadTier::none;
   }
-}
-
-sched::PipelineLayout planner_layout(const PipelineLayout& l, const OffloadConfig& offload) {
-  sched::PipelineLayout out;
-  out.schedule = l.schedule;
-  out.pipeline_ranks = l.pipeline_ranks;
-  out.replicas = l.replicas;
-  out.chunks = l.chunks;
-  out.microbatches = l.microbatches;
-  out.microbatch_samples = l.microbatch_samples;
-  for (const StageRange& r : l.stages) out.stages.push_back({r.first, r.last});
-  for (int r = 0; r < l.world_size(); ++r) out.world_rank.push_back(r);
-  out.receive_lookahead = receive_lookahead();
-  if (offload.tier != OffloadTier::none)
-    out.offload = {planner_tier(offload.tier), offload.keep, offload.lookahead};
-  return out;
 }
 
 // Runs the layout on `comm` (its ranks in plan order) and returns, on every rank, each
@@ -238,7 +214,10 @@ TEST_F(MemoryModelTest, PredictedPeakBoundsEveryRanksPeakWithin25Percent) {
     auto layout = make_pipeline_layout(c.parallel, settings_.model.block_count(),
                                        settings_.batch, settings_.microbatches, world_size());
     ASSERT_TRUE(layout.ok()) << c.name << ": " << layout.status().message();
-    auto predicted = sched::predict(profile_, topology_, planner_layout(*layout, c.offload));
+    auto plan = predict_layout(settings_, profile_, topology_, *layout, c.offload);
+    ASSERT_TRUE(plan.ok()) << c.name << ": " << plan.status().message();
+    plan->receive_lookahead = receive_lookahead();
+    auto predicted = sched::predict(profile_, topology_, *plan);
     ASSERT_TRUE(predicted.ok()) << c.name << ": " << predicted.status().message();
     double step_s = 0;
     auto measured = measured_peaks(settings_, *layout, c.offload, MPI_COMM_WORLD, &step_s);
