@@ -181,13 +181,15 @@ run() {
   [ "$cap" != none ] && args+=(--set "memory.cap=$cap")
   printf '%q ' "${launch[@]}" "$spillway" train "${args[@]}" > "$dir.command"
   echo >> "$dir.command"
-  local t0=$(date +%s)
+  local t0=$(date +%s) load
+  load=$(cut -d' ' -f1 /proc/loadavg)
   timeout "${RUN_TIMEOUT:-1800}" "${launch[@]}" "$spillway" train "${args[@]}" > "$dir.log" 2>&1 || status=$?
   local said
   said=$(grep -m1 '^spillway: error' "$dir.log" || grep -v '^step ' "$dir.log" | tail -1)
   echo "  $name: exit $status after $(( $(date +%s) - t0 ))s: ${said:0:160}" >&2
   manifest_line name="$name" model="$model" tier="$tier" cap_fraction="$fraction" cap_bytes="$cap" \
-    lookahead="$la" exit_code="$status" report="runs/$name/report.json" log="runs/$name.log"
+    lookahead="$la" exit_code="$status" report="runs/$name/report.json" log="runs/$name.log" \
+    load_at_start="$load"
   return 0
 }
 

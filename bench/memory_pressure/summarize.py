@@ -22,6 +22,7 @@ Definitions (per run; "per rank" figures are the largest over the 2 ranks):
   transfer GB/s  moved / engine-thread seconds spent on them, summed over ranks: the rate one
                  engine copies at while it works
   wait           time a rank blocked for a stash, per step (largest rank)
+  load           the 1-minute load average when the run started (other work on the machine)
 """
 import csv
 import json
@@ -63,6 +64,7 @@ def collect(out):
             "name": m["name"], "model": m.get("model"), "tier": m["tier"],
             "cap_fraction": m.get("cap_fraction"), "cap_bytes": m.get("cap_bytes"),
             "lookahead": m.get("lookahead"),
+            "load_at_start": float(m["load_at_start"]) if "load_at_start" in m else None,
         }
         if "skipped" in m:
             row.update(status="skipped", message=m["skipped"])
@@ -147,12 +149,12 @@ def cap_label(r):
 
 def markdown(results, ceilings):
     lines = ["| model | tier | cap | look-ahead | iteration (s) | vs none | peak MiB | stash MiB "
-             "| staging MiB | RSS MiB | moved GiB | transfer GB/s | wait s/step |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| staging MiB | RSS MiB | moved GiB | transfer GB/s | wait s/step | load |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in results:
         if r["status"] == "skipped":
             lines.append(f"| {r.get('model') or 'all'} | {r['tier']} | | | skipped: {r['message']} "
-                         "| | | | | | | | |")
+                         "| | | | | | | | | |")
             continue
         la = r["lookahead"] if r["tier"] != "none" else ""
         if r["status"] == "failed":
@@ -160,7 +162,7 @@ def markdown(results, ceilings):
             if len(msg) > 140:
                 msg = msg[:137] + "..."
             lines.append(f"| {r['model']} | {r['tier']} | {cap_label(r)} | {la} | did not run: {msg} "
-                         "| | | | | | | | |")
+                         f"| | | | | | | | | {fmt(r['load_at_start'], '.1f')} |")
             continue
         lines.append(
             f"| {r['model']} | {r['tier']} | {cap_label(r)} | {la} | {r['iteration_s']:.2f} | "
@@ -168,7 +170,7 @@ def markdown(results, ceilings):
             f"{r['stash_bytes'] / MIB:.0f} | {r['staging_bytes'] / MIB:.0f} | "
             f"{fmt(r['rss_bytes'] and r['rss_bytes'] / MIB, '.0f')} | "
             f"{r['bytes_moved'] / (1 << 30):.2f} | {fmt(r['transfer_gb_per_s'], '.2f')} | "
-            f"{r['wait_s_per_step']:.3f} |")
+            f"{r['wait_s_per_step']:.3f} | {fmt(r['load_at_start'], '.1f')} |")
     c = ceilings
     f1, f2 = c["file"]["one_stream"], c["file"]["two_streams_per_stream"]
     lines += ["", "Ceilings measured in the same run (median GB/s, best in brackets):", "",
@@ -385,7 +387,7 @@ CSV_FIELDS = ["name", "model", "tier", "cap_fraction", "cap_bytes", "lookahead",
               "staging_bytes", "rss_bytes", "stash_cut", "bytes_moved", "engine_seconds",
               "transfer_gb_per_s", "evict_gb_per_s", "prefetch_gb_per_s", "wait_s_per_step",
               "rank0_peak_bytes", "rank1_peak_bytes", "rank0_rss_bytes", "rank1_rss_bytes",
-              "message"]
+              "load_at_start", "message"]
 
 
 def main():
