@@ -83,7 +83,8 @@ Result<AutoPlan> measure_and_plan(const TrainSettings& settings, MPI_Comm comm,
                                   const OffloadConfig& requested_offload) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
-  // Links are measured with one activation's worth of bytes: what pipeline stages exchange.
+  // Links are measured with one activation's worth of bytes (what pipeline stages exchange),
+  // or the probe's minimum if that is more.
   MicrobatchData mb;
   mb.samples = job_microbatch_samples(settings);
   mb.seq = settings.model.positions_per_sample();

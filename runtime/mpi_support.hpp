@@ -8,6 +8,7 @@
 
 #include <mpi.h>
 
+#include <cstdint>
 #include <string>
 
 #include "kernels/status.hpp"
@@ -21,6 +22,12 @@ Status mpi_check(int rc, const char* what);
 // error on every rank: the message of the lowest failing rank, prefixed with "rank N: "
 // unless every rank failed (then they failed alike, typically on the same bad input).
 Status agree_on_status(MPI_Comm comm, const Status& local);
+
+// The smallest message a bandwidth probe sends. A smaller one's transfer time is within the
+// timer's noise of the latency, and the bandwidth derived from their difference varied
+// 50-fold between identical runs. The link model (latency + bytes / bandwidth) still prices
+// small messages right, since their cost is then mostly the latency.
+inline constexpr std::int64_t kLinkProbeMinimumBytes = std::int64_t{1} << 20;
 
 // Best of `reps` round trips of `bytes` with `peer` (which must call this too, with
 // `starts` the other way round), halved: the one-way time of one message.

@@ -71,11 +71,13 @@ Result<LinkEstimates> measure_links(PipelineExecutor& executor, MPI_Comm world) 
   LinkEstimates links;
   SPW_ASSIGN_OR_RETURN(links.pipeline,
                        measure_axis(world, executor.world_rank(), executor.pipeline_rank(),
-                                    layout.ranks_in_pipeline(), 1, std::max<long long>(bytes, 8)));
+                                    layout.ranks_in_pipeline(), 1,
+                                    std::max<long long>(bytes, kLinkProbeMinimumBytes)));
   // Replicas exchange gradients: probe with a megabyte, a typical all-reduce segment.
   SPW_ASSIGN_OR_RETURN(links.replica,
                        measure_axis(world, executor.world_rank(), executor.replica(),
-                                    layout.replicas, layout.ranks_in_pipeline(), 1 << 20));
+                                    layout.replicas, layout.ranks_in_pipeline(),
+                                    kLinkProbeMinimumBytes));
   return links;
 }
 

@@ -46,6 +46,7 @@ Result<sched::RankTopology> measure_rank_topology(MPI_Comm comm, std::int64_t me
 
   // Row `rank` of the matrices: [bandwidth..., latency...].
   std::vector<double> row(2 * static_cast<std::size_t>(size), 0.0);
+  message_bytes = std::max(message_bytes, kLinkProbeMinimumBytes);
   const int slots = size % 2 == 0 ? size : size + 1;
   for (int round = 0; round + 1 < slots; ++round) {
     const int peer = partner(rank, round, slots);
