@@ -37,6 +37,7 @@ import sys
 MIB = 1 << 20
 TIERS = ["none", "file", "peer", "host"]
 COLOURS = {"none": "#555555", "file": "#1f77b4", "peer": "#d62728", "host": "#2ca02c"}
+LIGHT = {"none": "#bbbbbb", "file": "#9ecae1", "peer": "#f4a6a6", "host": "#a1d99b"}
 
 
 def load_json(path):
@@ -326,7 +327,7 @@ def memory_plot(results, path):
            f'<text x="{width / 2}" y="18" text-anchor="middle" font-size="13">Iteration time '
            'relative to no offload against per-rank peak memory</text>',
            f'<text x="{width / 2}" y="33" text-anchor="middle" fill="#555">filled: ledger peak, '
-           'hollow: peak RSS (largest rank); labels: memory cap of the no-offload peak, look-ahead</text>']
+           'hollow: peak RSS (largest rank); each run\'s name shows on hover</text>']
     for i, model in enumerate(models):
         runs = [r for r in results if r.get("model") == model and r["status"] == "ok"]
         xs = [r["peak_bytes"] / MIB for r in runs] + [r["rss_bytes"] / MIB for r in runs if r["rss_bytes"]]
@@ -359,10 +360,6 @@ def memory_plot(results, path):
                 svg.append(f'<line x1="{x:.1f}" y1="{y:.1f}" x2="{xr:.1f}" y2="{y:.1f}" stroke="{c}" stroke-opacity="0.4"/>')
                 svg.append(f'<circle cx="{xr:.1f}" cy="{y:.1f}" r="4" fill="white" stroke="{c}"/>')
             svg.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4.5" fill="{c}"><title>{esc(r["name"])}</title></circle>')
-            cap = "no cap" if r["cap_fraction"] is None else cap_label(r)
-            label = "" if r["tier"] == "none" else f'{cap} L{r["lookahead"]}'
-            if label:
-                svg.append(f'<text x="{x + 6:.1f}" y="{y - 5:.1f}" font-size="9" fill="{c}">{esc(label)}</text>')
     ly = top + ph + 56
     lx = left
     for tier in TIERS:
@@ -395,6 +392,11 @@ def bandwidth_plot(results, ceilings, path):
             if rates:
                 bars.append((f"{model} {tier} tier (median of {len(rates)})", statistics.median(rates),
                              COLOURS[tier]))
+            cpu = [r["cpu_gb_per_s"] for r in results if r.get("model") == model
+                   and r["tier"] == tier and r["status"] == "ok" and r.get("cpu_gb_per_s")]
+            if cpu:
+                bars.append((f"{model} {tier} tier, per engine CPU second", statistics.median(cpu),
+                             LIGHT[tier]))
     label_w, bw, bh, top = 250, 380, 18, 40
     height = top + len(bars) * (bh + 6) + 40
     width = label_w + bw + 80
