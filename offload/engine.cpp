@@ -1,6 +1,7 @@
 #include "offload/engine.hpp"
 
 #include <hwloc.h>
+#include <time.h>
 
 #include <cerrno>
 #include <chrono>
@@ -21,6 +22,14 @@ namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// CPU time of the calling thread: what a request cost the core, without the time the thread
+// waited for it, for I/O or for the peer.
+double thread_cpu_seconds() {
+  timespec t{};
+  if (::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) != 0) return 0;
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
 std::string stash(std::uint64_t id) { return "stash " + std::to_string(id); }
@@ -177,6 +186,7 @@ void OffloadEngine::run() {
       crcs = entry.crcs;
     }
     const auto start = std::chrono::steady_clock::now();
+    const double cpu_start = thread_cpu_seconds();
     Status status;
     try {
       status = request.kind == Kind::evict ? execute_evict(request, crcs)
@@ -184,7 +194,8 @@ void OffloadEngine::run() {
     } catch (const std::exception& e) {
       status = error(StatusCode::internal, std::string("offload engine: ") + e.what());
     }
-    finish(request, std::move(status), seconds_since(start), std::move(crcs));
+    finish(request, std::move(status), seconds_since(start), thread_cpu_seconds() - cpu_start,
+           std::move(crcs));
   }
   // Stopping: whatever has not started is cancelled, and nothing outlives the engine.
   std::lock_guard lock(mutex_);
@@ -232,13 +243,14 @@ Status OffloadEngine::execute_prefetch(const Request& request, bool stored,
 }
 
 void OffloadEngine::finish(const Request& request, Status status, double seconds,
-                           std::vector<std::uint32_t> crcs) {
+                           double cpu_seconds, std::vector<std::uint32_t> crcs) {
   {
     std::lock_guard lock(mutex_);
     Entry& entry = entries_[request.id];
     const std::size_t bytes = total_bytes(request.regions);
     if (request.kind == Kind::evict) {
       stats_.evict_seconds += seconds;
+      stats_.evict_cpu_seconds += cpu_seconds;
       entry.stored = status.ok();
       if (status.ok()) {
         entry.crcs = std::move(crcs);
@@ -249,6 +261,7 @@ void OffloadEngine::finish(const Request& request, Status status, double seconds
       }
     } else {
       stats_.prefetch_seconds += seconds;
+      stats_.prefetch_cpu_seconds += cpu_seconds;
       entry.stored = false;
       entry.crcs.clear();
       if (status.ok()) {

@@ -31,6 +31,9 @@ struct EngineOptions {
 struct EngineStats {
   std::uint64_t bytes_evicted = 0, bytes_prefetched = 0;  // successful requests only
   double evict_seconds = 0, prefetch_seconds = 0;         // engine-thread time, all requests
+  // The engine thread's CPU time on them: below the seconds above by what it spent waiting
+  // for its core (shared with compute), for storage or for the peer.
+  double evict_cpu_seconds = 0, prefetch_cpu_seconds = 0;
   std::uint64_t evictions = 0, prefetches = 0;
 };
 
@@ -92,7 +95,7 @@ class OffloadEngine {
   Status execute_evict(const Request& request, std::vector<std::uint32_t>& crcs);
   Status execute_prefetch(const Request& request, bool stored,
                           const std::vector<std::uint32_t>& crcs);
-  void finish(const Request& request, Status status, double seconds,
+  void finish(const Request& request, Status status, double seconds, double cpu_seconds,
               std::vector<std::uint32_t> crcs);
   void forget_if_idle(std::uint64_t id);
 

@@ -115,6 +115,8 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
   mine.push_back(offload.engine.evict_seconds);
   mine.push_back(offload.engine.prefetch_seconds);
   mine.push_back(static_cast<double>(offload.failed_evictions));
+  mine.push_back(offload.engine.evict_cpu_seconds);
+  mine.push_back(offload.engine.prefetch_cpu_seconds);
   mine.push_back(median_after_first(sent));
   const LedgerSnapshot memory = MemoryLedger::process().snapshot();
   mine.push_back(static_cast<double>(memory.peak_total));
@@ -141,7 +143,7 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
   auto at = [&](int rank, std::size_t i) { return all[static_cast<std::size_t>(rank) * stride + i]; };
   const std::size_t medians = 2 * steps;
   const std::size_t offload_at = medians + 4;
-  const std::size_t sent_at = offload_at + 6;
+  const std::size_t sent_at = offload_at + 8;
   const std::size_t memory_at = sent_at + 1;
   const std::size_t rss_at = memory_at + 1 + kMemoryCategoryCount;
   const std::size_t chunks_at = rss_at + 1;
@@ -177,7 +179,9 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
                        {"bytes_prefetched", at(r, offload_at + 2)},
                        {"evict_seconds", at(r, offload_at + 3)},
                        {"prefetch_seconds", at(r, offload_at + 4)},
-                       {"failed_evictions", at(r, offload_at + 5)}}},
+                       {"failed_evictions", at(r, offload_at + 5)},
+                       {"evict_cpu_seconds", at(r, offload_at + 6)},
+                       {"prefetch_cpu_seconds", at(r, offload_at + 7)}}},
                      {"sent_bytes_per_step", at(r, sent_at)},
                      {"peak_bytes", static_cast<std::size_t>(at(r, memory_at))},
                      {"peak_bytes_by_category", by_category(peak)},

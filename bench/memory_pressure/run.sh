@@ -4,7 +4,7 @@
 # MPI_Get/Put, storage) measured in the same run. Writes into OUT_DIR:
 #   jobs/MODEL.toml          the job file of each model (the sweep adds --set overrides)
 #   runs/NAME/               each run's output.dir (report.json, trace), NAME.log, NAME.command
-#   ceilings.json            bench_ceilings' figures
+#   ceilings-start.json, ceilings-end.json   bench_ceilings' figures before and after the runs
 #   manifest.jsonl           one line per sweep point, skipped ones included
 #   results.json, results.csv, memory_pressure.svg, bandwidth.svg, results.md (summarize.py)
 #
@@ -198,9 +198,15 @@ peak_of() {
   python3 -c "import json, sys; r = json.load(open(sys.argv[1])); print(max(x['peak_bytes'] for x in r['pipeline']['measured']['ranks']))" "$1"
 }
 
-echo "run.sh: ceilings (memcpy, MPI, storage in $offload_dir)" >&2
-"${launch[@]}" "$ceilings" --out "$out/ceilings.json" --dir "$offload_dir" "${ceiling_args[@]}" \
-  > "$out/ceilings.log" 2>&1 || die "bench_ceilings failed: $(tail -1 "$out/ceilings.log")"
+# measure_ceilings WHEN: bench_ceilings into ceilings-WHEN.json. Measured before and after the
+# runs; summarize.py takes the higher of the two for each figure, as other work on the machine
+# only ever lowers them.
+measure_ceilings() {
+  echo "run.sh: ceilings, $1 (memcpy, MPI, storage in $offload_dir)" >&2
+  "${launch[@]}" "$ceilings" --out "$out/ceilings-$1.json" --dir "$offload_dir" "${ceiling_args[@]}" \
+    > "$out/ceilings-$1.log" 2>&1 || die "bench_ceilings failed: $(tail -1 "$out/ceilings-$1.log")"
+}
+measure_ceilings start
 
 for model in $models; do
   echo "run.sh: $model" >&2
@@ -232,6 +238,7 @@ for model in $models; do
   [ $quick -eq 1 ] || run "$model-none-nocap-r1" "$model" none none none 1
 done
 
+measure_ceilings end
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "run.sh: sweep done in $(( $(date +%s) - start ))s; load average after: $load_after" >&2
 # What the numbers were measured on and under.

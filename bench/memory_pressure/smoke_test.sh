@@ -20,7 +20,7 @@ status=$?
 cat "$work/run.err" "$work/run.txt"
 echo "run.sh --quick: exit $status after $(( $(date +%s) - start ))s"
 check "run.sh --quick exits 0" test $status -eq 0
-for f in results.json results.csv memory_pressure.svg bandwidth.svg ceilings.json results.md; do
+for f in results.json results.csv memory_pressure.svg bandwidth.svg ceilings-start.json ceilings-end.json results.md; do
   check "it writes $f" test -s "$work/out/$f"
 done
 check "results hold together" python3 - "$work/out" <<'PY'

@@ -103,6 +103,12 @@ TEST(OffloadEngine, FileTierRoundTripOfOddSizes) {
   EXPECT_EQ(stats.bytes_prefetched, total);
   EXPECT_EQ(stats.evictions, 1u);
   EXPECT_EQ(stats.prefetches, 1u);
+  // Copying 3 MiB through the staging buffer takes the thread some CPU, never more than the
+  // time the request took.
+  EXPECT_GT(stats.evict_cpu_seconds, 0.0);
+  EXPECT_GT(stats.prefetch_cpu_seconds, 0.0);
+  EXPECT_LE(stats.evict_cpu_seconds, stats.evict_seconds + 1e-3);
+  EXPECT_LE(stats.prefetch_cpu_seconds, stats.prefetch_seconds + 1e-3);
   EXPECT_STREQ(engine->tier().name(), "file");
 }
 
