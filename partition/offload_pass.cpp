@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "partition/simulator.hpp"
 #include "partition/validator.hpp"
 
 namespace spw::sched {
@@ -92,6 +93,67 @@ std::vector<Instruction> rewrite_rank(const Schedule& schedule, int rank,
   return out;
 }
 
+// Moves each RecvStash up to where its stash has arrived on a unit-cost timeline (see the
+// header). Forward ranks never wait on backward ranks within an iteration, so receiving
+// earlier cannot deadlock; the caller validates the result all the same.
+Result<Schedule> receive_stashes_on_arrival(const Schedule& schedule) {
+  const auto receives_stash = [](const std::vector<Instruction>& list) {
+    return std::any_of(list.begin(), list.end(),
+                       [](const Instruction& in) { return in.op == Op::recv_stash; });
+  };
+  if (std::none_of(schedule.lists.begin(), schedule.lists.end(), receives_stash))
+    return schedule;
+
+  CostModel unit;
+  unit.stages.push_back(StageCost{});
+  unit.stages[0].forward_s = unit.stages[0].backward_input_s = unit.stages[0].backward_weight_s = 1;
+  SPW_ASSIGN_OR_RETURN(const Simulation timed, simulate(schedule, unit));
+
+  std::map<std::pair<int, int>, double> arrival;  // (stage, mb) -> when its stash is there
+  for (int rank = 0; rank < schedule.ranks; ++rank) {
+    for (const TimelineEntry& entry : timed.timeline[static_cast<std::size_t>(rank)]) {
+      const Instruction& in = entry.instruction;
+      if (in.op != Op::send_stash) continue;
+      arrival[{schedule.stage_of(rank, in.chunk, Direction::forward), in.mb}] = entry.end_s;
+    }
+  }
+
+  Schedule out = schedule;
+  for (int rank = 0; rank < schedule.ranks; ++rank) {
+    const auto& list = schedule.lists[static_cast<std::size_t>(rank)];
+    const auto& times = timed.timeline[static_cast<std::size_t>(rank)];
+    if (!receives_stash(list)) continue;
+    // before[i]: the receives that now go directly before list position i.
+    std::vector<std::vector<Instruction>> before(list.size() + 1);
+    int floor = 0;  // receives keep their order
+    for (int i = 0; i < static_cast<int>(list.size()); ++i) {
+      const Instruction& in = list[static_cast<std::size_t>(i)];
+      if (in.op != Op::recv_stash) continue;
+      const double arrives =
+          arrival.at({schedule.stage_of(rank, in.chunk, Direction::backward), in.mb});
+      // After the last compute that starts before the stash is there and the sends that
+      // follow it (they belong to that compute), before anything else.
+      int at = 0;
+      for (int j = 0; j < i; ++j) {
+        const Instruction& prior = list[static_cast<std::size_t>(j)];
+        if (is_compute(prior.op) && times[static_cast<std::size_t>(j)].start_s < arrives) at = j + 1;
+      }
+      while (at < i && is_send(list[static_cast<std::size_t>(at)].op)) ++at;
+      at = std::max(at, floor);
+      floor = at;
+      before[static_cast<std::size_t>(at)].push_back(in);
+    }
+    std::vector<Instruction> moved;
+    moved.reserve(list.size());
+    for (std::size_t i = 0; i <= list.size(); ++i) {
+      for (const Instruction& in : before[i]) moved.push_back(in);
+      if (i < list.size() && list[i].op != Op::recv_stash) moved.push_back(list[i]);
+    }
+    out.lists[static_cast<std::size_t>(rank)] = std::move(moved);
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<Schedule> insert_offload(const Schedule& schedule, const OffloadPolicy& policy) {
@@ -110,9 +172,19 @@ Result<Schedule> insert_offload(const Schedule& schedule, const OffloadPolicy& p
                      what + ": it already holds " + to_string(in) +
                          "; run the pass on a schedule without offload instructions");
 
-  Schedule out = schedule;
-  for (int rank = 0; rank < out.ranks; ++rank)
-    out.lists[static_cast<std::size_t>(rank)] = rewrite_rank(schedule, rank, policy);
+  auto received = receive_stashes_on_arrival(schedule);
+  if (!received.ok()) return received.status().with_context(what);
+  Schedule out = *received;
+  bool offloads = false;
+  for (int rank = 0; rank < out.ranks; ++rank) {
+    auto& list = out.lists[static_cast<std::size_t>(rank)];
+    list = rewrite_rank(*received, rank, policy);
+    offloads = offloads || std::any_of(list.begin(), list.end(), [](const Instruction& in) {
+                 return in.op == Op::offload;
+               });
+  }
+  // Receiving early only serves offload: a policy that offloads nothing changes nothing.
+  if (!offloads) return schedule;
   auto checked = validate(out);
   if (!checked.ok())
     return error(StatusCode::internal,
@@ -121,9 +193,12 @@ Result<Schedule> insert_offload(const Schedule& schedule, const OffloadPolicy& p
 }
 
 int offload_keep_limit(const Schedule& schedule) {
+  // The pass counts arrivals where it moves the receives to.
+  auto received = receive_stashes_on_arrival(schedule);
+  const Schedule& counted = received.ok() ? *received : schedule;
   int limit = 0;
-  for (int rank = 0; rank < schedule.ranks; ++rank) {
-    const RankStashes found = find_stashes(schedule, rank);
+  for (int rank = 0; rank < counted.ranks; ++rank) {
+    const RankStashes found = find_stashes(counted, rank);
     for (const auto& entry : found.stashes)
       limit = std::max(limit, found.arrivals_between(entry.second) + 1);
   }

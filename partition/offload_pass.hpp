@@ -1,7 +1,16 @@
 // The offload pass: rewrites a schedule so that stashes a rank will not need for a while go to
-// the capacity tier after their forward and come back shortly before their backward. It only
-// inserts Offload and Prefetch instructions; the order of everything else is unchanged, so
-// the pass composes with every generator.
+// the capacity tier after their forward and come back shortly before their backward. It
+// inserts Offload and Prefetch instructions and, where stashes travel between ranks (PipeFB),
+// moves each RecvStash up to where the stash arrives; the order of everything else is
+// unchanged, so the pass composes with every generator.
+//
+// Receiving on arrival: a generator places RecvStash right before the stash's backward, the
+// last moment it is needed, where an Offload after it would only evict what B reads next.
+// The pass moves each RecvStash up to the first point where, on a timeline with unit costs
+// (F = B = W = 1, free links), its stash has arrived: the forward rank runs a third of the
+// stage's work, so stashes arrive well ahead of their backward and can wait in the tier,
+// and the forward rank's sends complete (freeing its memory) instead of waiting for
+// receives posted late. A policy that offloads nothing returns the schedule unchanged.
 //
 // Rule, per rank, for each stash s = (mb, chunk) that arrives on the rank (is_stash_arrival:
 // its Forward where the rank also runs the stage's backwards, else its RecvStash, as on

@@ -52,6 +52,13 @@ bool is_recv(Op op) {
   return op == Op::recv_act || op == Op::recv_grad || op == Op::recv_stash ||
          op == Op::recv_params;
 }
+bool posted_when_reached(const std::vector<Instruction>& list, std::size_t position) {
+  const Instruction& in = list[position];
+  if (in.op == Op::recv_params) return true;
+  if (in.op != Op::recv_stash || position + 1 >= list.size()) return false;
+  const Instruction& next = list[position + 1];
+  return next.op == Op::offload && next.mb == in.mb && next.chunk == in.chunk;
+}
 bool uses_microbatch(Op op) {
   return op != Op::reduce_grads && op != Op::optimizer_step && op != Op::send_params &&
          op != Op::recv_params;

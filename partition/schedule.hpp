@@ -174,6 +174,13 @@ Status check_placement(const Schedule& schedule);
 // One row per rank, instructions in fixed-width columns; for test failure messages.
 std::string to_string(const Schedule& schedule);
 
+// Whether the receive at `position` of `list` is posted only once the rank reaches it,
+// instead of receive-lookahead receives ahead (and later receives wait behind it):
+// RecvParams, whose buffers are the parameters the forwards still read, and a RecvStash
+// directly followed by the Offload of its stash, which the offload pass placed where the
+// stash arrives: posted earlier, it would only hold memory for a stash that leaves at once.
+bool posted_when_reached(const std::vector<Instruction>& list, std::size_t position);
+
 // Whether the stash of (instruction.mb, instruction.chunk) becomes resident on `rank` with
 // this instruction and stays until that rank's W: a Forward on a rank that also runs the
 // stage's backwards, or a RecvStash. An offload pass inserts Offload after these (a

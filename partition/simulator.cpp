@@ -294,17 +294,19 @@ Simulation Clock::run() {
     }
   }
   // A receive is posted when the receive `receive_lookahead` before it is reached (the
-  // first ones at the start), as the executor does; RecvParams only when reached.
+  // first ones at the start), as the executor does; one posted_when_reached only when
+  // reached, and the receives after it not before that.
   const auto lookahead = static_cast<std::size_t>(c_.memory.receive_lookahead);
   for (std::size_t r = 0; r < P_; ++r) {
     std::vector<std::size_t> receives;
     for (std::size_t i = 0; i < s_.lists[r].size(); ++i)
       if (is_recv(s_.lists[r][i].op)) receives.push_back(i);
+    double gate = 0;  // when the latest receive posted only when reached was reached
     for (std::size_t k = 0; k < receives.size(); ++k) {
       const Instruction& in = s_.lists[r][receives[k]];
-      const double at = in.op == Op::recv_params ? replay_[r].reached[receives[k]]
-                        : k < lookahead          ? 0
-                                                 : replay_[r].reached[receives[k - lookahead]];
+      double at = k < lookahead ? 0 : replay_[r].reached[receives[k - lookahead]];
+      if (posted_when_reached(s_.lists[r], receives[k])) gate = replay_[r].reached[receives[k]];
+      at = std::max(at, gate);
       posted(*transfer_of(s_, static_cast<int>(r), in)) = at;
     }
   }

@@ -82,6 +82,15 @@ struct MemoryModel {
   int forward_slot_margin = 1;
 };
 
+// A forward-only chunk (PipeFB) keeps at most this many stashes waiting for its backward
+// rank to take them while it computes the next (so it holds at most one slot more): before
+// a forward the executor waits for the oldest beyond it, and the memory replay frees it
+// there. Without the bound the forward rank's memory would follow how far
+// its backward rank runs behind, by up to a stash per microbatch, and no cap could be
+// planned for it. The timeline does not model the wait: the forward rank, with a third of
+// the stage's work, is rarely the one that waits.
+inline constexpr int kForwardStashesWaiting = 2;
+
 struct CostModel {
   std::vector<StageCost> stages;  // one per global stage, or a single entry for all stages
   Link link;                      // between any two ranks, unless `links` is given

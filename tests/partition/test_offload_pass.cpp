@@ -86,18 +86,22 @@ TEST(OffloadPass, LargeKeepChangesNothing) {
 }
 
 TEST(OffloadPass, PipeFBOffloadsOnBackwardRanksRightAfterTheStashArrives) {
-  // The forward ranks' stashes leave with SS and stay as they are; on the backward ranks a
-  // stash arrives with RS, and keep = 0 sends it out while the rank waits for its gradient.
-  // No other stash arrives before its W, so keep = 1 offloads nothing.
+  // The forward ranks' stashes leave with SS and stay as they are. On the backward ranks
+  // each RS moves up to where its stash arrives: stage 0's second stash (sent at t = 2 with
+  // unit costs) is there before the stage's first backward (t = 3, after stage 1's), so it
+  // is received and sent out while the rank waits for its gradient.
   const Schedule s = offloaded("pipefb", {2, 2, 1, false}, {0, 1});
   auto plain = make_schedule("pipefb", {2, 2, 1, false});
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ(s.lists[0], plain->lists[0]);
   EXPECT_EQ(s.lists[1], plain->lists[1]);
   EXPECT_EQ(joined(s.lists[2]),
-            "RS0.0<0 OF0.0 PF0.0 RG0.0<3 B0.0 W0.0 RS1.0<0 OF1.0 PF1.0 RG1.0<3 B1.0 W1.0 OPT SP0>0");
-  EXPECT_EQ(offload_keep_limit(*plain), 1);
-  EXPECT_EQ(insert_offload(*plain, {1, 1})->lists, plain->lists);
+            "RS0.0<0 OF0.0 PF0.0 RS1.0<0 OF1.0 RG0.0<3 B0.0 PF1.0 W0.0 RG1.0<3 B1.0 W1.0 OPT SP0>0");
+  // Stage 0's first stash sees the second arrive before its W; a keep of 2 offloads nothing,
+  // and then nothing moves either.
+  EXPECT_EQ(offload_keep_limit(*plain), 2);
+  EXPECT_NE(insert_offload(*plain, {1, 1})->lists, plain->lists);
+  EXPECT_EQ(insert_offload(*plain, {2, 1})->lists, plain->lists);
 }
 
 TEST(OffloadPass, KeepLimitIsTheFirstKeepThatOffloadsNothing) {
@@ -256,16 +260,22 @@ namespace {
 // PipeFB: the forward rank ships every stash away and offloads none; the backward rank's
 // stashes arrive with RecvStash, and keep counts the arrivals overlapping one stash.
 TEST(OffloadPass, PipeFbOffloadsOnTheBackwardRankAfterEachRecvStash) {
+  // One stage: stash k is sent at t = k + 1 and its B starts at 2k + 1 (B + W take twice
+  // F), so each RS moves ahead of the previous microbatch's W, then of its B.
   const Schedule s = offloaded("pipefb", {1, 3, 1, false}, {0, 1});
   EXPECT_EQ(joined(s.lists[0]), "F0.0 SS0.0>1 F1.0 SS1.0>1 F2.0 SS2.0>1 RP0<1");
   EXPECT_EQ(joined(s.lists[1]),
-            "RS0.0<0 OF0.0 PF0.0 B0.0 W0.0 RS1.0<0 OF1.0 PF1.0 B1.0 W1.0 RS2.0<0 OF2.0 PF2.0 "
+            "RS0.0<0 OF0.0 PF0.0 B0.0 RS1.0<0 OF1.0 PF1.0 W0.0 RS2.0<0 OF2.0 B1.0 PF2.0 W1.0 "
             "B2.0 W2.0 OPT SP0>0");
-  // With keep = 1 nothing overlaps: every stash is freed before the next one arrives.
+  // keep = 1 keeps the last stash; stash 1 still sees stash 2 arrive before its W.
   const Schedule kept = offloaded("pipefb", {1, 3, 1, false}, {1, 1});
+  EXPECT_EQ(joined(kept.lists[1]),
+            "RS0.0<0 OF0.0 PF0.0 B0.0 RS1.0<0 OF1.0 PF1.0 W0.0 RS2.0<0 B1.0 W1.0 B2.0 W2.0 OPT "
+            "SP0>0");
   auto plain = make_schedule("pipefb", {1, 3, 1, false});
   ASSERT_TRUE(plain.ok());
-  EXPECT_EQ(kept.lists, plain->lists);
+  EXPECT_EQ(offload_keep_limit(*plain), 2);
+  EXPECT_EQ(offloaded("pipefb", {1, 3, 1, false}, {2, 1}).lists, plain->lists);
 }
 
 TEST(OffloadPass, EveryPipeFbShapeValidates) {

@@ -282,7 +282,9 @@ TEST(ClosedForm, PipeFBKeepsForwardAndBackwardRanksBusy) {
 // The forward rank gives a slot back at the first test after a failed test later than
 // that (progress): microbatch 0 at F2's end (6), 1 at F3's end (8). So while F2 and F3 run
 // it holds 3 stashes; the backward rank holds one (the next is posted after W). The margin
-// for a forward rank adds one slot to its peak, up to m.
+// for a forward rank would add a slot to its peak, but 3 is already the most it may hold
+// (kForwardStashesWaiting while computing the next); with m = 2 it holds both, and no
+// margin goes past one slot per microbatch.
 TEST(Memory, PipeFBForwardRankHoldsStashesUntilTheBackwardRankTakesThem) {
   CostModel costs = pipefb_costs();
   costs.memory = {0, false, 0};
@@ -291,10 +293,24 @@ TEST(Memory, PipeFBForwardRankHoldsStashesUntilTheBackwardRankTakesThem) {
   EXPECT_EQ(s.peak_memory_bytes, (std::vector<std::int64_t>{307, 128}));
   costs.memory.forward_slot_margin = 1;
   EXPECT_EQ(run(make_pipefb({1, 4, 1, false}), costs).peak_memory_bytes,
-            (std::vector<std::int64_t>{407, 128}));
+            (std::vector<std::int64_t>{307, 128}));
   costs.memory.forward_slot_margin = 2;  // never past one slot per microbatch
-  EXPECT_EQ(run(make_pipefb({1, 4, 1, false}), costs).peak_memory_bytes,
-            (std::vector<std::int64_t>{407, 128}));
+  const Simulation two = run(make_pipefb({1, 2, 1, false}), costs);
+  EXPECT_EQ(two.max_slots[0], 2);
+  EXPECT_EQ(two.peak_memory_bytes[0], 207);
+}
+
+// A backward rank five times slower than its forward rank takes stash k only at about 10k:
+// unbounded, the forward rank would hold all 8 stashes by the time it ends. It keeps at most
+// kForwardStashesWaiting waiting while it computes the next, so it holds 3 slots.
+TEST(Memory, PipeFBForwardRankHoldsNoMoreThanTheStashesItMayKeepWaiting) {
+  CostModel costs = pipefb_costs();
+  costs.memory = {0, false, 0};
+  costs.stages[0].forward_s = 1;
+  costs.stages[0].backward_input_s = costs.stages[0].backward_weight_s = 5;
+  const Simulation s = run(make_pipefb({1, 8, 1, false}), costs);
+  EXPECT_EQ(s.max_slots[0], kForwardStashesWaiting + 1);
+  EXPECT_EQ(s.peak_memory_bytes[0], 7 + (kForwardStashesWaiting + 1) * 100);
 }
 
 // PipeFB, one stage (rank 0 forwards, rank 1 backwards), m = 2, F = 2, B = W = 1; a stash
