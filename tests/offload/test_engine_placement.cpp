@@ -33,6 +33,11 @@ class EnginePlacementTest : public ::testing::Test {
   EnginePlacement choose(const std::string& binding, const std::string& compute, int node) {
     return choose_engine_pu(topology_->handle(), set(binding), set(compute), node);
   }
+  // The whole choice on one line: "PU 7, alone: why" or "PU 3, shared: why".
+  std::string chosen(const std::string& binding, const std::string& compute, int node) {
+    const EnginePlacement p = choose(binding, compute, node);
+    return "PU " + std::to_string(p.pu) + (p.shares_core ? ", shared: " : ", alone: ") + p.why;
+  }
   std::unique_ptr<Topology> topology_;
   std::vector<hwloc_bitmap_t> sets_;
 };
@@ -40,26 +45,19 @@ class EnginePlacementTest : public ::testing::Test {
 TEST_F(EnginePlacementTest, TakesASpareCoreOverAnSmtSibling) {
   // Two threads bound to cores 0 and 1 (PUs 0-3) of a rank holding node 0: cores 2 and 3
   // are idle, and the last of their PUs goes to the engine.
-  const EnginePlacement placement = choose("0-7", "0-3", 0);
-  EXPECT_EQ(placement.pu, 7);
-  EXPECT_FALSE(placement.shares_core);
-  EXPECT_EQ(placement.why, "PU 7, a core no compute thread runs on");
+  EXPECT_EQ(chosen("0-7", "0-3", 0), "PU 7, alone: PU 7, a core no compute thread runs on");
 }
 
 TEST_F(EnginePlacementTest, TakesAFreeSmtSiblingWhenEveryCoreComputes) {
   // OMP_PLACES=threads with one thread on each of cores 0 and 1: their second PUs are free.
-  const EnginePlacement placement = choose("0-3", "0,2", 0);
-  EXPECT_EQ(placement.pu, 3);
-  EXPECT_TRUE(placement.shares_core);
-  EXPECT_EQ(placement.why,
-            "PU 3, an SMT sibling of a compute PU: every core of this rank runs compute threads");
+  EXPECT_EQ(chosen("0-3", "0,2", 0),
+            "PU 3, shared: PU 3, an SMT sibling of a compute PU: every core of this rank runs "
+            "compute threads");
 }
 
 TEST_F(EnginePlacementTest, SharesTheLastPuWhenComputeUsesEveryPu) {
-  const EnginePlacement placement = choose("4-7", "4-7", 0);
-  EXPECT_EQ(placement.pu, 7);
-  EXPECT_TRUE(placement.shares_core);
-  EXPECT_EQ(placement.why, "PU 7, every PU of this rank runs compute threads: it shares a core");
+  EXPECT_EQ(chosen("4-7", "4-7", 0),
+            "PU 7, shared: PU 7, every PU of this rank runs compute threads: it shares a core");
 }
 
 TEST_F(EnginePlacementTest, StaysOnTheRanksMemoryNodeWhenTheBindingSpansTwo) {
@@ -69,9 +67,8 @@ TEST_F(EnginePlacementTest, StaysOnTheRanksMemoryNodeWhenTheBindingSpansTwo) {
   EXPECT_EQ(choose("0-15", "8-9", 0).pu, 7);
   // Only a compute core of the memory node in the binding: sharing it beats copying the
   // stashes from the other node, where a core is idle.
-  const EnginePlacement shared = choose("6-9", "8-9", 1);
-  EXPECT_EQ(shared.pu, 9);
-  EXPECT_TRUE(shared.shares_core);
+  EXPECT_EQ(chosen("6-9", "8-9", 1),
+            "PU 9, shared: PU 9, every PU of this rank runs compute threads: it shares a core");
   // No node known (threads floating over both): any spare core of the binding.
   EXPECT_EQ(choose("6-9", "8-9", -1).pu, 7);
   // A node the binding has no PU on says nothing about where to go either.
@@ -79,10 +76,8 @@ TEST_F(EnginePlacementTest, StaysOnTheRanksMemoryNodeWhenTheBindingSpansTwo) {
 }
 
 TEST_F(EnginePlacementTest, LeavesTheEngineUnboundWithoutABinding) {
-  const EnginePlacement placement = choose("", "0-1", 0);
-  EXPECT_EQ(placement.pu, -1);
-  EXPECT_FALSE(placement.shares_core);
-  EXPECT_EQ(placement.why, "this rank's CPU binding is unknown: left unbound");
+  EXPECT_EQ(chosen("", "0-1", 0),
+            "PU -1, alone: this rank's CPU binding is unknown: left unbound");
   // PUs the topology does not have are not candidates.
   EXPECT_EQ(choose("64-70", "", -1).pu, -1);
 }
