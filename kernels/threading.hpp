@@ -15,6 +15,13 @@ struct ThreadSetup {
   std::string binding;
   // The OS index of the PU each OpenMP thread runs on after setup (-1 if unknown).
   std::vector<int> pu_of_thread;
+  // The PUs (OS indices) this rank may run on: under "hwloc" its share of the cores the
+  // launcher bound the process to, under OMP_PLACES every place, else the launch binding.
+  // Empty when hwloc cannot read the binding.
+  std::vector<int> rank_pus;
+  // The PUs its OpenMP threads may run on: the cores they are bound to, their places, or
+  // all of rank_pus when they float. Other work (the offload engine) avoids these.
+  std::vector<int> compute_pus;
 };
 
 struct ThreadRequest {

@@ -64,44 +64,49 @@ Result<std::unique_ptr<OffloadEngine>> OffloadEngine::create(std::unique_ptr<Tie
                        "): bind the engine thread to one of them or to -1 for none");
   }
   std::unique_ptr<OffloadEngine> engine(new OffloadEngine(std::move(tier), options));
-  std::promise<Status> started;
-  std::future<Status> bound = started.get_future();
+  std::promise<void> started;
+  std::future<void> bound = started.get_future();
   try {
     engine->thread_ = std::thread([raw = engine.get(), started = std::move(started)]() mutable {
-      Status status = raw->bind_thread();
-      const bool ok = status.ok();
-      started.set_value(std::move(status));
-      if (ok) raw->run();
+      raw->bind_thread();
+      started.set_value();
+      raw->run();
     });
   } catch (const std::exception& e) {
     return error(StatusCode::internal,
                  std::string("offload engine: cannot start its thread: ") + e.what());
   }
-  Status status = bound.get();
-  if (!status.ok()) {
-    engine->thread_.join();
-    return status;
-  }
+  bound.wait();  // bound_pu() and cpus() are settled from here on
   return engine;
 }
 
-Status OffloadEngine::bind_thread() {
-  if (options_.bind_pu < 0) return Status::success();
-  SPW_ASSIGN_OR_RETURN(const Topology* topology, Topology::process());
+void OffloadEngine::bind_thread() {
+  auto topology = Topology::process();
+  if (!topology.ok()) {
+    binding_note_ = "the node's topology is unknown (" + topology.status().message() + ")";
+    return;
+  }
+  hwloc_topology_t handle = (*topology)->handle();
   hwloc_bitmap_t set = hwloc_bitmap_alloc();
-  hwloc_bitmap_only(set, static_cast<unsigned>(options_.bind_pu));
-  errno = 0;
-  const int rc = hwloc_set_cpubind(topology->handle(), set, HWLOC_CPUBIND_THREAD);
-  const int err = errno;
-  if (rc == 0 && hwloc_get_cpubind(topology->handle(), set, HWLOC_CPUBIND_THREAD) == 0)
-    bound_pu_ = hwloc_bitmap_first(set);
+  if (options_.bind_pu >= 0) {
+    hwloc_bitmap_only(set, static_cast<unsigned>(options_.bind_pu));
+    errno = 0;
+    const int rc = hwloc_set_cpubind(handle, set, HWLOC_CPUBIND_THREAD);
+    const int err = errno;
+    if (rc == 0) {
+      bound_pu_ = options_.bind_pu;
+    } else {
+      binding_note_ = "cannot bind the offload engine to PU " +
+                      std::to_string(options_.bind_pu) + " (" + std::strerror(err) +
+                      "): it runs unbound";
+    }
+  }
+  if (hwloc_get_cpubind(handle, set, HWLOC_CPUBIND_THREAD) == 0) {
+    for (int pu = hwloc_bitmap_first(set); pu >= 0; pu = hwloc_bitmap_next(set, pu)) {
+      cpus_.push_back(pu);
+    }
+  }
   hwloc_bitmap_free(set);
-  if (rc != 0)
-    return error(StatusCode::unsupported,
-                 "offload engine: cannot bind its thread to PU " +
-                     std::to_string(options_.bind_pu) + " (" + std::strerror(err) +
-                     "): choose another PU or -1 to leave it unbound");
-  return Status::success();
 }
 
 OffloadEngine::~OffloadEngine() {

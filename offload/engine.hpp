@@ -14,6 +14,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -39,8 +40,9 @@ struct EngineStats {
 
 class OffloadEngine {
  public:
-  // invalid_argument without a tier or when bind_pu is not a PU of this node; unsupported
-  // when the thread cannot be bound there.
+  // invalid_argument without a tier or when bind_pu is not a PU of this node. A thread the
+  // OS refuses to bind there runs unbound (bound_pu() -1, binding_note() says why): copies
+  // may then compete with compute, but they stay correct.
   static Result<std::unique_ptr<OffloadEngine>> create(std::unique_ptr<Tier> tier,
                                                        const EngineOptions& options);
   // Cancels requests that have not started, finishes the running one, joins the thread and
@@ -66,6 +68,11 @@ class OffloadEngine {
   const Tier& tier() const { return *tier_; }
   // The PU the engine thread is bound to (OS index), or -1 when it is not bound.
   int bound_pu() const { return bound_pu_; }
+  // Why a requested binding did not happen; empty when it did or none was asked for.
+  const std::string& binding_note() const { return binding_note_; }
+  // The PUs (OS indices) the engine thread may run on, as it read them once started; an
+  // unbound thread inherits its creator's. Empty when hwloc cannot tell.
+  const std::vector<int>& cpus() const { return cpus_; }
 
  private:
   enum class Kind { evict, prefetch };
@@ -90,7 +97,7 @@ class OffloadEngine {
       : tier_(std::move(tier)), options_(options) {}
   Status enqueue(Kind kind, std::uint64_t id, std::vector<Region> regions);
   void run();
-  Status bind_thread();
+  void bind_thread();
   // Run on the engine thread without the lock, on copies of the entry's fields.
   Status execute_evict(const Request& request, std::vector<std::uint32_t>& crcs);
   Status execute_prefetch(const Request& request, bool stored,
@@ -102,6 +109,8 @@ class OffloadEngine {
   std::unique_ptr<Tier> tier_;
   EngineOptions options_;
   int bound_pu_ = -1;
+  std::string binding_note_;
+  std::vector<int> cpus_;
 
   mutable std::mutex mutex_;
   std::condition_variable work_, finished_;

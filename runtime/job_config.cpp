@@ -67,7 +67,7 @@ const std::vector<SectionSchema>& schema() {
        {"batch", "microbatches", "steps", "epochs", "optimizer", "lr", "momentum", "beta1",
         "beta2", "eps", "weight_decay", "seed", "init_from"}},
       {"parallel", {"stages", "replicas", "schedule", "chunks", "layout"}},
-      {"offload", {"tier", "keep", "lookahead", "verify", "dir"}},
+      {"offload", {"tier", "keep", "lookahead", "verify", "dir", "engine_pu"}},
       {"memory", {"cap"}},
       {"output", {"dir", "checkpoint_every", "trace"}},
       {"threads", {"count"}},
@@ -627,6 +627,21 @@ Status read_parallel(const JobReader& r, ParallelConfig& parallel) {
   return Status::success();
 }
 
+Status read_engine_pu(const JobReader& r, int& engine_pu) {
+  constexpr std::string_view key = "offload.engine_pu";
+  const toml::node* node = r.find(key);
+  if (node == nullptr) return Status::success();
+  if (node->is_integer()) return r.integer(key, std::string(key), *node, engine_pu, 0);
+  const auto* word = node->as_string();
+  if (word != nullptr && (word->get() == "auto" || word->get() == "none")) {
+    engine_pu = word->get() == "auto" ? kEnginePuAuto : kEnginePuNone;
+    return Status::success();
+  }
+  return r.fail(key, "'offload.engine_pu' must be \"auto\", \"none\" or a PU's OS index (an "
+                     "integer), got " +
+                         (word != nullptr ? "\"" + word->get() + "\"" : type_name(*node)));
+}
+
 Status read_offload(const JobReader& r, const ParallelConfig& parallel, OffloadConfig& offload) {
   SPW_TRY(r.read_enum("offload.tier", kOffloadTiers, offload.tier));
   // The planner chooses the offload together with the layout; for a layout given by hand
@@ -642,7 +657,7 @@ Status read_offload(const JobReader& r, const ParallelConfig& parallel, OffloadC
   SPW_TRY(r.read_integer("offload.lookahead", offload.lookahead, 0));
   SPW_TRY(r.read_bool("offload.verify", offload.verify));
   SPW_TRY(r.read_string("offload.dir", offload.dir));
-  return Status::success();
+  return read_engine_pu(r, offload.engine_pu);
 }
 
 Status read_memory(const JobReader& r, MemoryConfig& memory) {
@@ -832,6 +847,11 @@ nlohmann::json to_json(const JobConfig& config) {
                     {"lookahead", offload.lookahead},
                     {"verify", offload.verify},
                     {"dir", offload.dir}};
+  if (offload.engine_pu == kEnginePuAuto || offload.engine_pu == kEnginePuNone) {
+    out["offload"]["engine_pu"] = offload.engine_pu == kEnginePuAuto ? "auto" : "none";
+  } else {
+    out["offload"]["engine_pu"] = offload.engine_pu;
+  }
 
   out["memory"] = json::object();
   if (config.memory.cap) out["memory"]["cap"] = *config.memory.cap;

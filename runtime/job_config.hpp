@@ -103,12 +103,18 @@ struct ParallelConfig {
   bool operator==(const ParallelConfig&) const = default;
 };
 
+// offload.engine_pu besides a PU's OS index: "auto" (a PU of the rank's own the compute
+// threads leave free, runtime/engine_binding.hpp) and "none" (the engine thread unbound).
+inline constexpr int kEnginePuAuto = -2;
+inline constexpr int kEnginePuNone = -1;
+
 struct OffloadConfig {
   OffloadTier tier = OffloadTier::none;
   int keep = 1;
   int lookahead = 1;
   bool verify = false;
   std::string dir;  // empty: the runtime picks a place
+  int engine_pu = kEnginePuAuto;
   bool operator==(const OffloadConfig&) const = default;
 };
 

@@ -1,6 +1,7 @@
 #include "runtime/mpi_support.hpp"
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 namespace spw {
@@ -61,6 +62,28 @@ Result<double> ping_pong_seconds(MPI_Comm comm, int peer, bool starts, std::int6
     best = std::min(best, (MPI_Wtime() - start) / 2);
   }
   return best;
+}
+
+Result<std::vector<std::string>> gather_strings(MPI_Comm comm, const std::string& mine) {
+  int rank = 0, size = 0;
+  SPW_TRY(mpi_check(MPI_Comm_rank(comm, &rank), "gathering text from every rank"));
+  SPW_TRY(mpi_check(MPI_Comm_size(comm, &size), "gathering text from every rank"));
+  const int length = static_cast<int>(mine.size());
+  std::vector<int> lengths(rank == 0 ? static_cast<std::size_t>(size) : 0);
+  SPW_TRY(mpi_check(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, comm),
+                    "gathering text from every rank"));
+  std::vector<int> offsets(lengths.size(), 0);
+  for (std::size_t i = 1; i < lengths.size(); ++i) offsets[i] = offsets[i - 1] + lengths[i - 1];
+  std::string all(rank == 0 ? static_cast<std::size_t>(offsets.back() + lengths.back()) : 0, '\0');
+  SPW_TRY(mpi_check(MPI_Gatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(),
+                                offsets.data(), MPI_CHAR, 0, comm),
+                    "gathering text from every rank"));
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    out.push_back(all.substr(static_cast<std::size_t>(offsets[i]),
+                             static_cast<std::size_t>(lengths[i])));
+  }
+  return out;
 }
 
 Result<NodeShare> node_share(MPI_Comm comm) {

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kernels/status.hpp"
 
@@ -33,6 +34,9 @@ inline constexpr std::int64_t kLinkProbeMinimumBytes = std::int64_t{1} << 20;
 // `starts` the other way round), halved: the one-way time of one message.
 Result<double> ping_pong_seconds(MPI_Comm comm, int peer, bool starts, std::int64_t bytes,
                                  int reps);
+
+// Collective over `comm`: every rank's `mine` on rank 0, in rank order (empty elsewhere).
+Result<std::vector<std::string>> gather_strings(MPI_Comm comm, const std::string& mine);
 
 struct NodeShare {
   int local_rank = 0;   // this rank's index among the ranks on its node

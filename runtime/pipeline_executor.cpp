@@ -400,6 +400,7 @@ Status PipelineExecutor::setup_offload() {
   }
   offload::EngineOptions options;
   options.verify = config.verify;
+  options.bind_pu = settings_.engine.pu;
   SPW_ASSIGN_OR_RETURN(engine_, offload::OffloadEngine::create(std::move(tier), options));
   return Status::success();
 }
@@ -508,6 +509,10 @@ OffloadTotals PipelineExecutor::offload_totals() const {
   totals.tier = engine_->tier().name();
   totals.engine = engine_->stats();
   totals.failed_evictions = failed_evictions_;
+  totals.engine_pu = engine_->bound_pu();
+  totals.engine_shares_core = engine_shares_core(engine_->cpus(), settings_.engine.compute_pus);
+  totals.engine_binding =
+      engine_->binding_note().empty() ? settings_.engine.why : engine_->binding_note();
   return totals;
 }
 

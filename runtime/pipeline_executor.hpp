@@ -36,6 +36,7 @@
 #include "kernels/status.hpp"
 #include "offload/engine.hpp"
 #include "partition/schedule.hpp"
+#include "runtime/engine_binding.hpp"
 #include "runtime/batch_source.hpp"
 #include "runtime/model.hpp"
 #include "runtime/optimizer.hpp"
@@ -49,6 +50,7 @@ struct PipelineSettings {
   TrainSettings train;  // train.microbatches counts the whole batch's microbatches
   PipelineLayout layout;
   OffloadConfig offload;  // tier none: stashes stay resident
+  EngineBinding engine;   // where the offload engine's thread runs (open_pipeline_job sets it)
   int receive_lookahead = 4;
   // Steps [trace_first_step, trace_first_step + trace_steps) record trace events (1-based).
   int trace_first_step = 1;
@@ -70,6 +72,9 @@ struct OffloadTotals {
   std::string tier;  // empty: no offload
   offload::EngineStats engine;
   std::int64_t failed_evictions = 0;  // stashes that stayed resident because a copy failed
+  int engine_pu = -1;                 // the PU its thread is bound to, -1: unbound
+  bool engine_shares_core = false;    // it can run on a core a compute thread runs on
+  std::string engine_binding;         // why it runs there (EngineBinding::why, or the failure)
 };
 
 // Seconds this rank's chunks spent per microbatch, summed over the steps after the first

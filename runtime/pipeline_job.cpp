@@ -2,6 +2,7 @@
 
 #include "runtime/auto_plan.hpp"
 #include "runtime/checkpoint.hpp"
+#include "runtime/engine_binding.hpp"
 #include "runtime/json_file.hpp"
 #include "runtime/mpi_support.hpp"
 #include "runtime/pipeline_checkpoint.hpp"
@@ -44,6 +45,8 @@ Status local_setup(const JobConfig& job, const PipelineJobOptions& options, MPI_
   request.local_rank = share.local_rank;
   request.local_ranks = share.local_ranks;
   SPW_ASSIGN_OR_RETURN(out.threads, setup_threads(request));
+  SPW_ASSIGN_OR_RETURN(out.settings.engine,
+                       engine_binding_for(job.offload.engine_pu, out.threads));
   if (!options.resume_from.empty()) {
     SPW_ASSIGN_OR_RETURN(CheckpointMeta meta, read_checkpoint_meta(options.resume_from));
     first_step = meta.step;

@@ -117,6 +117,8 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
   mine.push_back(static_cast<double>(offload.failed_evictions));
   mine.push_back(offload.engine.evict_cpu_seconds);
   mine.push_back(offload.engine.prefetch_cpu_seconds);
+  mine.push_back(offload.engine_pu);
+  mine.push_back(offload.engine_shares_core ? 1 : 0);
   mine.push_back(median_after_first(sent));
   const LedgerSnapshot memory = MemoryLedger::process().snapshot();
   mine.push_back(static_cast<double>(memory.peak_total));
@@ -138,12 +140,14 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
   SPW_TRY(mpi_check(MPI_Gather(mine.data(), static_cast<int>(stride), MPI_DOUBLE, all.data(),
                                static_cast<int>(stride), MPI_DOUBLE, 0, world),
                     "gathering the pipeline report"));
+  SPW_ASSIGN_OR_RETURN(std::vector<std::string> engine_binding,
+                       gather_strings(world, offload.engine_binding));
   if (executor.world_rank() != 0) return nlohmann::json();
 
   auto at = [&](int rank, std::size_t i) { return all[static_cast<std::size_t>(rank) * stride + i]; };
   const std::size_t medians = 2 * steps;
   const std::size_t offload_at = medians + 4;
-  const std::size_t sent_at = offload_at + 8;
+  const std::size_t sent_at = offload_at + 10;
   const std::size_t memory_at = sent_at + 1;
   const std::size_t rss_at = memory_at + 1 + kMemoryCategoryCount;
   const std::size_t chunks_at = rss_at + 1;
@@ -181,7 +185,10 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
                        {"prefetch_seconds", at(r, offload_at + 4)},
                        {"failed_evictions", at(r, offload_at + 5)},
                        {"evict_cpu_seconds", at(r, offload_at + 6)},
-                       {"prefetch_cpu_seconds", at(r, offload_at + 7)}}},
+                       {"prefetch_cpu_seconds", at(r, offload_at + 7)},
+                       {"engine_pu", static_cast<int>(at(r, offload_at + 8))},
+                       {"engine_shares_core", at(r, offload_at + 9) != 0},
+                       {"engine_binding", engine_binding[static_cast<std::size_t>(r)]}}},
                      {"sent_bytes_per_step", at(r, sent_at)},
                      {"peak_bytes", static_cast<std::size_t>(at(r, memory_at))},
                      {"peak_bytes_by_category", by_category(peak)},

@@ -9,15 +9,11 @@ namespace spw {
 
 namespace {
 
-Result<sched::ModelProfile> median_of_texts(const std::string& all, const std::vector<int>& lengths,
-                                            const std::vector<int>& offsets) {
+Result<sched::ModelProfile> median_of_texts(const std::vector<std::string>& texts) {
   std::vector<sched::ModelProfile> profiles;
-  for (std::size_t r = 0; r < lengths.size(); ++r) {
+  for (std::size_t r = 0; r < texts.size(); ++r) {
     SPW_ASSIGN_OR_RETURN(sched::ModelProfile profile,
-                         sched::profile_from_json(
-                             std::string_view(all).substr(static_cast<std::size_t>(offsets[r]),
-                                                          static_cast<std::size_t>(lengths[r])),
-                             "profile of rank " + std::to_string(r)));
+                         sched::profile_from_json(texts[r], "profile of rank " + std::to_string(r)));
     profiles.push_back(std::move(profile));
   }
   return sched::median_profile(profiles);
@@ -37,21 +33,12 @@ Result<sched::ModelProfile> profile_on_all_ranks(const TrainSettings& settings,
   if (size == 1) return mine;
 
   // Profiles travel as their JSON text: every digit of a double survives.
-  const std::string text = sched::profile_to_json(*mine);
-  int length = static_cast<int>(text.size());
-  std::vector<int> lengths(rank == 0 ? static_cast<std::size_t>(size) : 0);
-  SPW_TRY(mpi_check(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, comm),
-                    "gathering profiles"));
-  std::vector<int> offsets(lengths.size(), 0);
-  for (std::size_t r = 1; r < lengths.size(); ++r) offsets[r] = offsets[r - 1] + lengths[r - 1];
-  std::string all(rank == 0 ? static_cast<std::size_t>(offsets.back() + lengths.back()) : 0, '\0');
-  SPW_TRY(mpi_check(MPI_Gatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(),
-                                offsets.data(), MPI_CHAR, 0, comm),
-                    "gathering profiles"));
+  SPW_ASSIGN_OR_RETURN(std::vector<std::string> texts,
+                       gather_strings(comm, sched::profile_to_json(*mine)));
   // Rank 0 combines; what it finds wrong every rank must hear, or the others would go on
   // into the next collective alone.
   Result<sched::ModelProfile> combined = mine;
-  if (rank == 0) combined = median_of_texts(all, lengths, offsets);
+  if (rank == 0) combined = median_of_texts(texts);
   SPW_TRY(agree_on_status(comm, combined.status()));
   return combined;
 }

@@ -254,6 +254,20 @@ peer_args=(--set 'offload.tier="peer"' --set offload.keep=100 --set 'parallel.st
 OMPI_MCA_osc=sm run2 "$work/peer.txt" "$work/tiny.toml" --set "output.dir=$work/peer" \
   "${peer_args[@]}"
 check "a peer-tier run exits 0" test $? -eq 0
+check "each rank's offload engine is bound to a PU of its own, and says where and why" \
+  python3 - "$work/peer/report.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+ranks = [x["offload"] for x in r["pipeline"]["measured"]["ranks"]]
+ok = r["config"]["offload"]["engine_pu"] == "auto"
+for o in ranks:
+    ok = ok and o["engine_pu"] >= 0 and o["engine_binding"].startswith(f"auto: PU {o['engine_pu']}, ")
+    ok = ok and o["engine_shares_core"] == ("a core no compute thread" not in o["engine_binding"])
+# each rank has its own cores when the node has enough, and so its own engine PU
+if r["nodes"][0]["cores"] >= 2:
+    ok = ok and len({o["engine_pu"] for o in ranks}) == 2
+sys.exit(0 if ok else 1)
+PY
 OMPI_MCA_osc=sm fails_mid_run peer-tier "$work/peer/report.json" "${peer_args[@]}"
 
 finish

@@ -2,6 +2,7 @@
 // reach wait() naming the id and leave the caller's memory alone, misuse is refused at once,
 // and nothing stays stored after the engine is gone.
 #include <gtest/gtest.h>
+#include <hwloc.h>
 
 #include <algorithm>
 #include <cstring>
@@ -284,9 +285,23 @@ TEST(OffloadEngine, BindsItsThreadToTheGivenPu) {
                                       {false, 0});
   ASSERT_TRUE(engine.ok()) << engine.status().message();
   EXPECT_EQ((*engine)->bound_pu(), 0);
+  EXPECT_EQ((*engine)->cpus(), std::vector<int>{0});
+  EXPECT_EQ((*engine)->binding_note(), "");
   auto unbound = engine_on(std::make_unique<MemoryTier>(std::make_shared<int>(0)));
   ASSERT_TRUE(unbound);
   EXPECT_EQ(unbound->bound_pu(), -1);
+  // Unbound, it may run where the thread that made it may.
+  hwloc_topology_t topology;
+  hwloc_topology_init(&topology);
+  hwloc_topology_load(topology);
+  hwloc_bitmap_t mine = hwloc_bitmap_alloc();
+  ASSERT_EQ(hwloc_get_cpubind(topology, mine, HWLOC_CPUBIND_THREAD), 0);
+  std::vector<int> expected;
+  for (int pu = hwloc_bitmap_first(mine); pu >= 0; pu = hwloc_bitmap_next(mine, pu))
+    expected.push_back(pu);
+  hwloc_bitmap_free(mine);
+  hwloc_topology_destroy(topology);
+  EXPECT_EQ(unbound->cpus(), expected);
 }
 
 TEST(OffloadEngine, RefusesAPuThisNodeDoesNotHave) {

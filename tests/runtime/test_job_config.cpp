@@ -95,6 +95,7 @@ keep = 2
 lookahead = 3
 verify = true
 dir = "/scratch/spill"
+engine_pu = 3
 
 [memory]
 cap = "8GiB"
@@ -160,6 +161,7 @@ TEST(JobConfigDefaults, MinimalJobHasDocumentedDefaults) {
   EXPECT_EQ(c.offload.lookahead, 1);
   EXPECT_FALSE(c.offload.verify);
   EXPECT_EQ(c.offload.dir, "");
+  EXPECT_EQ(c.offload.engine_pu, kEnginePuAuto);
   EXPECT_FALSE(c.memory.cap.has_value());
   EXPECT_EQ(c.output.dir, "spillway-out");
   EXPECT_EQ(c.output.checkpoint_every, 0);
@@ -255,6 +257,7 @@ TEST(JobConfigExamples, EveryKey) {
   EXPECT_EQ(c.offload.lookahead, 3);
   EXPECT_TRUE(c.offload.verify);
   EXPECT_EQ(c.offload.dir, "/scratch/spill");
+  EXPECT_EQ(c.offload.engine_pu, 3);
   EXPECT_EQ(c.memory.cap, std::size_t{8} << 30);
   EXPECT_EQ(c.output.dir, "runs/everything");
   EXPECT_EQ(c.output.checkpoint_every, 25);
@@ -390,6 +393,33 @@ TEST(JobConfigOffload, AutoTierIsThePlannersToChooseAndIsReportedAsAuto) {
       "[offload]\ntier = \"auto\"\n[train]\nsteps = 1\n", "report.toml", {});
   ASSERT_TRUE(reread.ok()) << reread.status().message();
   EXPECT_EQ(reread->offload.tier, OffloadTier::automatic);
+}
+
+TEST(JobConfigOffload, EnginePuIsAutoNoneOrAPuIndex) {
+  Result<JobConfig> none = parse(kGptS, {"offload.engine_pu=none"});
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_EQ(none->offload.engine_pu, kEnginePuNone);
+  EXPECT_EQ(to_json(*none)["offload"]["engine_pu"], "none");
+  Result<JobConfig> automatic = parse(kGptS, {"offload.engine_pu=auto"});
+  ASSERT_TRUE(automatic.ok()) << automatic.status().message();
+  EXPECT_EQ(automatic->offload.engine_pu, kEnginePuAuto);
+  EXPECT_EQ(to_json(*automatic)["offload"]["engine_pu"], "auto");
+  Result<JobConfig> pu = parse(kGptS, {"offload.engine_pu=0"});
+  ASSERT_TRUE(pu.ok()) << pu.status().message();
+  EXPECT_EQ(pu->offload.engine_pu, 0);
+  EXPECT_EQ(to_json(*pu)["offload"]["engine_pu"], 0);
+
+  EXPECT_EQ(error_of(kTrain + "[offload]\nengine_pu = \"spare\"\n"),
+            "job.toml:4: 'offload.engine_pu' must be \"auto\", \"none\" or a PU's OS index "
+            "(an integer), got \"spare\"");
+  EXPECT_EQ(error_of(kTrain + "[offload]\nengine_pu = 1.5\n"),
+            "job.toml:4: 'offload.engine_pu' must be \"auto\", \"none\" or a PU's OS index "
+            "(an integer), got float");
+  EXPECT_EQ(error_of(kTrain + "[offload]\nengine_pu = -1\n"),
+            "job.toml:4: 'offload.engine_pu' must be at least 0, got -1");
+  EXPECT_EQ(error_of(kTrain, {"offload.engine_pu=off"}),
+            "--set offload.engine_pu=off: 'offload.engine_pu' must be \"auto\", \"none\" or a "
+            "PU's OS index (an integer), got \"off\"");
 }
 
 TEST(JobConfigOffload, AutoTierNeedsPlannedStages) {
@@ -712,6 +742,7 @@ TEST(JobConfigJson, RoundTripsThroughAJobFile) {
       {kEverything, {"parallel.stages=5", "train.optimizer=sgd", "memory.cap=12345"}},
       {kTrain, {"data.source=synthetic"}},
       {kGptS, {"offload.tier=auto"}},
+      {kGptS, {"offload.engine_pu=none"}},
   };
   for (const auto& [text, overrides] : jobs) {
     Result<JobConfig> original = parse(text, overrides);
