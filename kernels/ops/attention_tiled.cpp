@@ -102,6 +102,28 @@ void copy_transposed(const float* src, std::int64_t ld, std::int64_t seq, std::i
   for (std::int64_t c = 0; c < hd; ++c) std::fill(dst + c * cols + seq, dst + (c + 1) * cols, 0.0f);
 }
 
+// Both passes start from Q (rows) and Kᵀ, copied to the front of the thread's scratch.
+struct Prepared {
+  std::int64_t rows, ld_s;
+  float scale;
+  float* q;
+  float* kt;
+  float* rest;  // the scratch after them
+};
+
+Prepared prepare(const PairView& pair, float* scratch) {
+  Prepared pre;
+  pre.rows = padded(pair.seq);
+  pre.ld_s = score_stride(pair.seq);
+  pre.scale = 1.0f / std::sqrt(static_cast<float>(pair.hd));
+  pre.q = scratch;
+  pre.kt = pre.q + pre.rows * pair.hd;
+  pre.rest = pre.kt + pre.rows * pair.hd;
+  copy_rows(pair.q, pair.ld_qkv, pair.seq, pair.hd, pre.q);
+  copy_transposed(pair.k, pair.ld_qkv, pair.seq, pair.hd, pre.kt);
+  return pre;
+}
+
 }  // namespace
 
 bool tiled_attention_fits(std::int64_t head_dim) {
@@ -118,18 +140,14 @@ std::size_t tiled_backward_scratch(std::int64_t seq, std::int64_t head_dim) {
 }
 
 void tiled_forward_pair(const PairView& pair, float* y, float* lse, float* scratch) {
-  const std::int64_t seq = pair.seq, hd = pair.hd, rows = padded(seq);
-  const std::int64_t ld_s = score_stride(seq);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  float* q = scratch;
-  float* kt = q + rows * hd;
-  float* scores = kt + rows * hd;
-  copy_rows(pair.q, pair.ld_qkv, seq, hd, q);
-  copy_transposed(pair.k, pair.ld_qkv, seq, hd, kt);
+  const Prepared pre = prepare(pair, scratch);
+  const std::int64_t seq = pair.seq, hd = pair.hd, ld_s = pre.ld_s;
+  float* scores = pre.rest;
 
   for (std::int64_t i0 = 0; i0 < seq; i0 += kRowBlock) {
     const std::int64_t i1 = i0 + kRowBlock;  // within the padded rows
-    product(kRowBlock, i1, hd, scale, q + i0 * hd, hd, 1, kt, rows, scores, ld_s, kRowBlock);
+    product(kRowBlock, i1, hd, pre.scale, pre.q + i0 * hd, hd, 1, pre.kt, pre.rows, scores, ld_s,
+            kRowBlock);
     for (std::int64_t r = 0; r < kRowBlock; ++r) {
       float* row = scores + r * ld_s;
       if (i0 + r < seq) {
@@ -145,18 +163,16 @@ void tiled_forward_pair(const PairView& pair, float* y, float* lse, float* scrat
 
 void tiled_backward_pair(const PairView& pair, const float* dy, const float* y,
                          const float* lse, float* dq, float* dk, float* dv, float* scratch) {
-  const std::int64_t seq = pair.seq, hd = pair.hd, rows = padded(seq);
-  const std::int64_t ld_s = score_stride(seq);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  float* q = scratch;
-  float* d_out = q + rows * hd;
-  float* kt = d_out + rows * hd;
-  float* vt = kt + rows * hd;
+  const Prepared pre = prepare(pair, scratch);
+  const std::int64_t seq = pair.seq, hd = pair.hd, rows = pre.rows, ld_s = pre.ld_s;
+  const float scale = pre.scale;
+  const float* q = pre.q;
+  const float* kt = pre.kt;
+  float* d_out = pre.rest;
+  float* vt = d_out + rows * hd;
   float* probs = vt + rows * hd;
   float* grads = probs + rows * ld_s;
-  copy_rows(pair.q, pair.ld_qkv, seq, hd, q);
   copy_rows(dy, pair.ld_out, seq, hd, d_out);
-  copy_transposed(pair.k, pair.ld_qkv, seq, hd, kt);
   copy_transposed(pair.v, pair.ld_qkv, seq, hd, vt);
 
   // Row blocks: P and dS of the lower triangle, and dQ, which needs only a block's own rows.
