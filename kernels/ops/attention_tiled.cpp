@@ -11,6 +11,8 @@
 
 namespace spw::ops::attention_detail {
 
+#if defined(__AVX512F__)
+
 namespace {
 
 constexpr std::int64_t kVector = 16;  // floats in one AVX-512 register
@@ -24,12 +26,6 @@ std::int64_t padded(std::int64_t seq) { return (seq + kVector - 1) / kVector * k
 // One extra vector per score row, so that a power-of-two sequence does not put every row of
 // a tile in the same cache sets.
 std::int64_t score_stride(std::int64_t seq) { return padded(seq) + kVector; }
-
-}  // namespace
-
-#if defined(__AVX512F__)
-
-namespace {
 
 // C[rows × 16·NV] = alpha · A[R × k] · B[k × 16·NV], with A(r, p) = a[r·rs_a + p·cs_a] and B
 // row-major. All R rows of A are read (they must be readable memory), only the first `rows`
