@@ -11,11 +11,15 @@
 #include "kernels/blas.hpp"
 #include "kernels/numa_allocator.hpp"
 #include "kernels/threading.hpp"
-#include "kernels/vecmath.hpp"
+#include "kernels/ops/attention_softmax.hpp"
+#include "kernels/ops/attention_tiled.hpp"
 
 namespace spw::ops {
 
 namespace {
+
+using attention_detail::softmax_backward_row;
+using attention_detail::softmax_row;
 
 // Query rows are processed in blocks so that each block's scores stop at its last row: the
 // masked upper triangle is computed only inside the diagonal blocks. 32 rows is one BLIS
@@ -132,25 +136,17 @@ Result<Scratch> make_scratch(int threads, std::size_t floats_per_thread) {
   return scratch;
 }
 
-// Turns the first `len` scaled scores of a row into probabilities, zeroes the masked tail up
-// to `width` (so the P·V product over the block's columns ignores it) and returns the row's
-// log-sum-exp.
-float softmax_row(float* row, std::int64_t len, std::int64_t width) {
-  float max = row[0];
-#pragma omp simd reduction(max : max)
-  for (std::int64_t j = 0; j < len; ++j) max = row[j] > max ? row[j] : max;
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (std::int64_t j = 0; j < len; ++j) {
-    const float p = vecmath::exp(row[j] - max);
-    row[j] = p;
-    sum += p;
-  }
-  const float inv = 1.0f / sum;
-#pragma omp simd
-  for (std::int64_t j = 0; j < len; ++j) row[j] *= inv;
-  std::fill(row + len, row + width, 0.0f);
-  return max + std::log(sum);
+attention_detail::PairView pair_view(const Dims& dims, const float* qkv, std::int64_t b,
+                                    std::int64_t h) {
+  attention_detail::PairView view;
+  view.seq = dims.seq;
+  view.hd = dims.hd;
+  view.ld_qkv = 3 * dims.d;
+  view.ld_out = dims.d;
+  view.q = qkv + b * dims.seq * view.ld_qkv + h * dims.hd;
+  view.k = view.q + dims.d;
+  view.v = view.q + 2 * dims.d;
+  return view;
 }
 
 void forward_pair(const Dims& dims, const float* qkv, float* y, float* lse, std::int64_t b,
@@ -176,23 +172,6 @@ void forward_pair(const Dims& dims, const float* qkv, float* y, float* lse, std:
     blas::sgemm(blas::Op::none, blas::Op::none, m, hd, i1, 1.0f, scores, ld_s, v, ld_qkv, 0.0f,
                 out + i0 * d, d, 1);
   }
-}
-
-// p holds scaled scores and g holds dP = dO·Vᵀ on entry; on exit p = exp(s - lse) and
-// g = p ⊙ (dP - dot(dO, O)), both zero past the diagonal up to `width`.
-void softmax_backward_row(float* p, float* g, std::int64_t len, std::int64_t width, float lse,
-                          const float* d_out, const float* out, std::int64_t hd) {
-  float delta = 0.0f;
-#pragma omp simd reduction(+ : delta)
-  for (std::int64_t c = 0; c < hd; ++c) delta += d_out[c] * out[c];
-#pragma omp simd
-  for (std::int64_t j = 0; j < len; ++j) {
-    const float prob = vecmath::exp(p[j] - lse);
-    p[j] = prob;
-    g[j] = prob * (g[j] - delta);
-  }
-  std::fill(p + len, p + width, 0.0f);
-  std::fill(g + len, g + width, 0.0f);
 }
 
 void backward_pair(const Dims& dims, const float* dy, const float* qkv, const float* y,
@@ -259,23 +238,33 @@ Status attention_forward(const Tensor& qkv, std::int64_t batch, std::int64_t seq
   SPW_TRY(check_disjoint(kOp, "lse", lse, "y", y));
 
   const int threads = team_size(dims);
+  const bool tiled = attention_detail::tiled_attention_fits(dims.hd);
   const auto ld_s = static_cast<std::size_t>(score_stride(seq));
   SPW_ASSIGN_OR_RETURN(
       const Scratch scratch,
-      make_scratch(threads, static_cast<std::size_t>(std::min(kRowBlock, seq)) * ld_s));
+      make_scratch(threads,
+                   tiled ? attention_detail::tiled_forward_scratch(seq, dims.hd)
+                         : static_cast<std::size_t>(std::min(kRowBlock, seq)) * ld_s));
 
   const std::int64_t pairs = batch * heads;
   const float* qkv_data = qkv.data();
   float* y_data = y.data();
   float* lse_data = lse.data();
-  // Each (batch, head) pair is computed whole by one thread with single-threaded BLIS, so
-  // its arithmetic does not depend on the schedule or the team size.
+  // Each (batch, head) pair is computed whole by one thread (register tiles or
+  // single-threaded BLIS), so its arithmetic does not depend on the schedule or the team size.
 #pragma omp parallel num_threads(threads)
   {
     float* scores = scratch.of_thread(omp_get_thread_num());
 #pragma omp for schedule(static)
     for (std::int64_t pair = 0; pair < pairs; ++pair) {
-      forward_pair(dims, qkv_data, y_data, lse_data, pair / heads, pair % heads, scores);
+      const std::int64_t b = pair / heads, h = pair % heads;
+      if (tiled) {
+        const attention_detail::PairView view = pair_view(dims, qkv_data, b, h);
+        attention_detail::tiled_forward_pair(view, y_data + b * seq * dims.d + h * dims.hd,
+                                             lse_data + pair * seq, scores);
+      } else {
+        forward_pair(dims, qkv_data, y_data, lse_data, b, h, scores);
+      }
     }
   }
   return Status::success();
@@ -301,11 +290,15 @@ Status attention_backward(const Tensor& dy, const Tensor& qkv, const Tensor& y,
   SPW_TRY(check_disjoint(kOp, "dqkv", dqkv, "lse", lse));
 
   const int threads = team_size(dims);
+  const bool tiled = attention_detail::tiled_attention_fits(dims.hd);
   const std::size_t square =
       static_cast<std::size_t>(seq) * static_cast<std::size_t>(score_stride(seq));
   // P and dS of a whole head: dK and dV read them by columns after all rows are done.
   const std::size_t half = page_floats(square);
-  SPW_ASSIGN_OR_RETURN(const Scratch scratch, make_scratch(threads, 2 * half));
+  SPW_ASSIGN_OR_RETURN(
+      const Scratch scratch,
+      make_scratch(threads,
+                   tiled ? attention_detail::tiled_backward_scratch(seq, dims.hd) : 2 * half));
 
   const std::int64_t pairs = batch * heads;
   const float* dy_data = dy.data();
@@ -319,8 +312,18 @@ Status attention_backward(const Tensor& dy, const Tensor& qkv, const Tensor& y,
     float* grads = probs + half;
 #pragma omp for schedule(static)
     for (std::int64_t pair = 0; pair < pairs; ++pair) {
-      backward_pair(dims, dy_data, qkv_data, y_data, lse_data, dqkv_data, pair / heads,
-                    pair % heads, probs, grads);
+      const std::int64_t b = pair / heads, h = pair % heads;
+      if (tiled) {
+        const attention_detail::PairView view = pair_view(dims, qkv_data, b, h);
+        const std::int64_t out = b * seq * dims.d + h * dims.hd;
+        float* dq = dqkv_data + b * seq * 3 * dims.d + h * dims.hd;
+        attention_detail::tiled_backward_pair(view, dy_data + out, y_data + out,
+                                              lse_data + pair * seq, dq, dq + dims.d,
+                                              dq + 2 * dims.d, probs);
+      } else {
+        backward_pair(dims, dy_data, qkv_data, y_data, lse_data, dqkv_data, b, h, probs,
+                      grads);
+      }
     }
   }
   return Status::success();

@@ -1,0 +1,217 @@
+#include "kernels/ops/attention_tiled.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/ops/attention_softmax.hpp"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+namespace spw::ops::attention_detail {
+
+#if defined(__AVX512F__)
+
+namespace {
+
+constexpr std::int64_t kVector = 16;  // floats in one AVX-512 register
+// Query rows per softmax block. Blocks stop their scores at their last row, so the masked
+// flops are half a 16 x 16 square per block; micro-tiles are 8 rows, so 16 keeps both whole.
+constexpr std::int64_t kRowBlock = 16;
+constexpr std::int64_t kTileRows = 8;
+
+std::int64_t padded(std::int64_t seq) { return (seq + kVector - 1) / kVector * kVector; }
+
+// One extra vector per score row, so that a power-of-two sequence does not put every row of
+// a tile in the same cache sets.
+std::int64_t score_stride(std::int64_t seq) { return padded(seq) + kVector; }
+
+// C[rows × 16·NV] = alpha · A[R × k] · B[k × 16·NV], with A(r, p) = a[r·rs_a + p·cs_a] and B
+// row-major. All R rows of A are read (they must be readable memory), only the first `rows`
+// rows of C are written. 8 × 32 keeps 16 accumulators, 2 B vectors and a broadcast in the 32
+// registers, and issues 16 FMAs per 10 loads.
+template <int R, int NV>
+inline void tile(std::int64_t k, float alpha, const float* a, std::int64_t rs_a,
+                 std::int64_t cs_a, const float* b, std::int64_t ldb, float* c, std::int64_t ldc,
+                 std::int64_t rows) {
+  __m512 acc[R][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  }
+  for (std::int64_t p = 0; p < k; ++p) {
+    __m512 bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(b + p * ldb + kVector * v);
+    const float* ap = a + p * cs_a;
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512 av = _mm512_set1_ps(ap[r * rs_a]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
+    }
+  }
+  const __m512 scale = _mm512_set1_ps(alpha);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    if (r >= rows) break;
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      _mm512_storeu_ps(c + r * ldc + kVector * v, _mm512_mul_ps(acc[r][v], scale));
+    }
+  }
+}
+
+// C[m × n] = alpha · A · B for m a multiple of 8 and n of 16; rows of C from `rows` on are
+// not written (A must still be readable there).
+void product(std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
+             std::int64_t rs_a, std::int64_t cs_a, const float* b, std::int64_t ldb, float* c,
+             std::int64_t ldc, std::int64_t rows) {
+  for (std::int64_t i = 0; i < m && i < rows; i += kTileRows) {
+    const float* ai = a + i * rs_a;
+    float* ci = c + i * ldc;
+    const std::int64_t valid = std::min(kTileRows, rows - i);
+    std::int64_t j = 0;
+    for (; j + 2 * kVector <= n; j += 2 * kVector) {
+      tile<kTileRows, 2>(k, alpha, ai, rs_a, cs_a, b + j, ldb, ci + j, ldc, valid);
+    }
+    if (j < n) tile<kTileRows, 1>(k, alpha, ai, rs_a, cs_a, b + j, ldb, ci + j, ldc, valid);
+  }
+}
+
+// dst[padded(seq) × hd] = the pair's rows, zero past seq.
+void copy_rows(const float* src, std::int64_t ld, std::int64_t seq, std::int64_t hd,
+               float* dst) {
+  for (std::int64_t i = 0; i < seq; ++i) std::copy(src + i * ld, src + i * ld + hd, dst + i * hd);
+  std::fill(dst + seq * hd, dst + padded(seq) * hd, 0.0f);
+}
+
+// dst[hd × padded(seq)] = the pair's rows transposed, zero past seq.
+void copy_transposed(const float* src, std::int64_t ld, std::int64_t seq, std::int64_t hd,
+                     float* dst) {
+  const std::int64_t cols = padded(seq);
+  for (std::int64_t j = 0; j < seq; ++j) {
+    for (std::int64_t c = 0; c < hd; ++c) dst[c * cols + j] = src[j * ld + c];
+  }
+  for (std::int64_t c = 0; c < hd; ++c) std::fill(dst + c * cols + seq, dst + (c + 1) * cols, 0.0f);
+}
+
+// Both passes start from Q (rows) and Kᵀ, copied to the front of the thread's scratch.
+struct Prepared {
+  std::int64_t rows, ld_s;
+  float scale;
+  float* q;
+  float* kt;
+  float* rest;  // the scratch after them
+};
+
+Prepared prepare(const PairView& pair, float* scratch) {
+  Prepared pre;
+  pre.rows = padded(pair.seq);
+  pre.ld_s = score_stride(pair.seq);
+  pre.scale = 1.0f / std::sqrt(static_cast<float>(pair.hd));
+  pre.q = scratch;
+  pre.kt = pre.q + pre.rows * pair.hd;
+  pre.rest = pre.kt + pre.rows * pair.hd;
+  copy_rows(pair.q, pair.ld_qkv, pair.seq, pair.hd, pre.q);
+  copy_transposed(pair.k, pair.ld_qkv, pair.seq, pair.hd, pre.kt);
+  return pre;
+}
+
+}  // namespace
+
+bool tiled_attention_fits(std::int64_t head_dim) {
+  return head_dim > 0 && head_dim % kVector == 0;
+}
+
+std::size_t tiled_forward_scratch(std::int64_t seq, std::int64_t head_dim) {
+  return static_cast<std::size_t>(2 * padded(seq) * head_dim + kRowBlock * score_stride(seq));
+}
+
+std::size_t tiled_backward_scratch(std::int64_t seq, std::int64_t head_dim) {
+  return static_cast<std::size_t>(4 * padded(seq) * head_dim +
+                                  2 * padded(seq) * score_stride(seq));
+}
+
+void tiled_forward_pair(const PairView& pair, float* y, float* lse, float* scratch) {
+  const Prepared pre = prepare(pair, scratch);
+  const std::int64_t seq = pair.seq, hd = pair.hd, ld_s = pre.ld_s;
+  float* scores = pre.rest;
+
+  for (std::int64_t i0 = 0; i0 < seq; i0 += kRowBlock) {
+    const std::int64_t i1 = i0 + kRowBlock;  // within the padded rows
+    product(kRowBlock, i1, hd, pre.scale, pre.q + i0 * hd, hd, 1, pre.kt, pre.rows, scores, ld_s,
+            kRowBlock);
+    for (std::int64_t r = 0; r < kRowBlock; ++r) {
+      float* row = scores + r * ld_s;
+      if (i0 + r < seq) {
+        lse[i0 + r] = softmax_row(row, i0 + r + 1, i1);
+      } else {
+        std::fill(row, row + i1, 0.0f);
+      }
+    }
+    product(kRowBlock, hd, std::min(i1, seq), 1.0f, scores, ld_s, 1, pair.v, pair.ld_qkv,
+            y + i0 * pair.ld_out, pair.ld_out, seq - i0);
+  }
+}
+
+void tiled_backward_pair(const PairView& pair, const float* dy, const float* y,
+                         const float* lse, float* dq, float* dk, float* dv, float* scratch) {
+  const Prepared pre = prepare(pair, scratch);
+  const std::int64_t seq = pair.seq, hd = pair.hd, rows = pre.rows, ld_s = pre.ld_s;
+  const float scale = pre.scale;
+  const float* q = pre.q;
+  const float* kt = pre.kt;
+  float* d_out = pre.rest;
+  float* vt = d_out + rows * hd;
+  float* probs = vt + rows * hd;
+  float* grads = probs + rows * ld_s;
+  copy_rows(dy, pair.ld_out, seq, hd, d_out);
+  copy_transposed(pair.v, pair.ld_qkv, seq, hd, vt);
+
+  // Row blocks: P and dS of the lower triangle, and dQ, which needs only a block's own rows.
+  for (std::int64_t i0 = 0; i0 < seq; i0 += kRowBlock) {
+    const std::int64_t i1 = i0 + kRowBlock;
+    float* p = probs + i0 * ld_s;
+    float* g = grads + i0 * ld_s;
+    product(kRowBlock, i1, hd, scale, q + i0 * hd, hd, 1, kt, rows, p, ld_s, kRowBlock);
+    product(kRowBlock, i1, hd, 1.0f, d_out + i0 * hd, hd, 1, vt, rows, g, ld_s, kRowBlock);
+    for (std::int64_t r = 0; r < kRowBlock; ++r) {
+      const std::int64_t i = i0 + r;
+      if (i < seq) {
+        softmax_backward_row(p + r * ld_s, g + r * ld_s, i + 1, i1, lse[i],
+                             dy + i * pair.ld_out, y + i * pair.ld_out, hd);
+      } else {
+        std::fill(p + r * ld_s, p + r * ld_s + i1, 0.0f);
+        std::fill(g + r * ld_s, g + r * ld_s + i1, 0.0f);
+      }
+    }
+    product(kRowBlock, hd, std::min(i1, seq), scale, g, ld_s, 1, pair.k, pair.ld_qkv,
+            dq + i0 * pair.ld_qkv, pair.ld_qkv, seq - i0);
+  }
+  // Tiles of 8 keys: key j is attended by queries j..seq-1 only, and every such row of P and
+  // dS holds zeros (not stale data) from its diagonal to its block's end, which lies at or
+  // past the tile's last key because blocks are 16 rows and tiles start at multiples of 8.
+  for (std::int64_t j0 = 0; j0 < seq; j0 += kTileRows) {
+    const std::int64_t k = seq - j0;
+    product(kTileRows, hd, k, scale, grads + j0 * ld_s + j0, 1, ld_s, q + j0 * hd, hd,
+            dk + j0 * pair.ld_qkv, pair.ld_qkv, k);
+    product(kTileRows, hd, k, 1.0f, probs + j0 * ld_s + j0, 1, ld_s, d_out + j0 * hd, hd,
+            dv + j0 * pair.ld_qkv, pair.ld_qkv, k);
+  }
+}
+
+#else  // no AVX-512: attention.cpp keeps to its BLIS implementation
+
+bool tiled_attention_fits(std::int64_t) { return false; }
+std::size_t tiled_forward_scratch(std::int64_t, std::int64_t) { return 0; }
+std::size_t tiled_backward_scratch(std::int64_t, std::int64_t) { return 0; }
+void tiled_forward_pair(const PairView&, float*, float*, float*) {}
+void tiled_backward_pair(const PairView&, const float*, const float*, const float*, float*,
+                         float*, float*, float*) {}
+
+#endif
+
+}  // namespace spw::ops::attention_detail

@@ -1,0 +1,40 @@
+// Causal attention of one (batch, head) pair on register tiles instead of BLIS calls. At GPT
+// head widths (hd 32-64, seq 128-256) a pair is a few dozen sgemm calls of 16-32 rows, and
+// BLIS's per-call packing and setup took most of their time: attention ran at ~20 GFLOP/s per
+// core against sgemm's ~100. Here every product is an AVX-512 micro-kernel over operands
+// copied once per pair into padded, transposed scratch.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace spw::ops::attention_detail {
+
+// Whether this build has the tiled kernels and they cover a head width: AVX-512 and hd a
+// multiple of 16 (one vector register). Any sequence length is fine.
+bool tiled_attention_fits(std::int64_t head_dim);
+
+// Floats of scratch one thread needs for a pair.
+std::size_t tiled_forward_scratch(std::int64_t seq, std::int64_t head_dim);
+std::size_t tiled_backward_scratch(std::int64_t seq, std::int64_t head_dim);
+
+// Layout of one pair inside qkv [batch*seq, 3d], y, dy [batch*seq, d] and lse: q, k, v and
+// the outputs point at the pair's first row and head column; ld_* are the row strides.
+struct PairView {
+  std::int64_t seq = 0, hd = 0;
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  std::int64_t ld_qkv = 0;
+  std::int64_t ld_out = 0;  // y, dy
+};
+
+// y rows of the pair (stride ld_out) and lse[seq]; same contract as attention_forward.
+void tiled_forward_pair(const PairView& pair, float* y, float* lse, float* scratch);
+
+// dq, dk, dv (stride ld_qkv) of the pair from dy, y and lse; same contract as
+// attention_backward.
+void tiled_backward_pair(const PairView& pair, const float* dy, const float* y,
+                         const float* lse, float* dq, float* dk, float* dv, float* scratch);
+
+}  // namespace spw::ops::attention_detail
