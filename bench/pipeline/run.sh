@@ -3,9 +3,13 @@
 # schedule and m in {2, 4, 8, 16} microbatches, beside the simulator's prediction for the
 # same run (fed with the stage costs the run measured) and the closed form. Runs are
 # repeated and interleaved (schedule, m, repeat) so machine noise spreads over all of them.
+# The closed forms assume equal stages: 2 stages split gpt-s's 10 blocks (embedding, 8
+# layers, head) 5 | 5, and the 4 interleaved stages take two layers each, the embedding and
+# the head (each a small fraction of a layer) with the first and the last ones.
 # Writes OUT/pipeline.json and prints a markdown table.
 #   bench/pipeline/run.sh [OUT_DIR] [REPEATS] [STEPS]
 set -euo pipefail
+set -f  # the stage ranges below are word-split on purpose and must not glob
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 out=${1:-$root/build/bench}
 repeats=${2:-3}
@@ -17,7 +21,7 @@ mpiexec=${MPIEXEC:-mpiexec}
 declare -A extra=(
   [gpipe]="--set parallel.stages=2"
   [1f1b]="--set parallel.stages=2"
-  [interleaved]="--set parallel.stages=4 --set parallel.chunks=2"
+  [interleaved]="--set parallel.stages=[[0,2],[3,4],[5,6],[7,9]] --set parallel.chunks=2"
   [zb-h1]="--set parallel.stages=2"
 )
 runs=()
