@@ -31,14 +31,18 @@ inline float softmax_row(float* row, std::int64_t len, std::int64_t width) {
   return max + std::log(sum);
 }
 
-// p holds scaled scores and g holds dP = dO·Vᵀ on entry; on exit p = exp(s - lse) and
-// g = p ⊙ (dP - dot(dO, O)), both zero past the diagonal up to `width`.
-inline void softmax_backward_row(float* p, float* g, std::int64_t len, std::int64_t width,
-                                 float lse, const float* d_out, const float* out,
-                                 std::int64_t hd) {
+// dot(dO_i, O_i): the term the softmax backward subtracts from every dP of row i.
+inline float row_delta(const float* d_out, const float* out, std::int64_t hd) {
   float delta = 0.0f;
 #pragma omp simd reduction(+ : delta)
   for (std::int64_t c = 0; c < hd; ++c) delta += d_out[c] * out[c];
+  return delta;
+}
+
+// p holds scaled scores and g holds dP = dO·Vᵀ on entry; on exit p = exp(s - lse) and
+// g = p ⊙ (dP - delta), both zero past the diagonal up to `width`.
+inline void softmax_backward_row(float* p, float* g, std::int64_t len, std::int64_t width,
+                                 float lse, float delta) {
 #pragma omp simd
   for (std::int64_t j = 0; j < len; ++j) {
     const float prob = vecmath::exp(p[j] - lse);
@@ -47,6 +51,12 @@ inline void softmax_backward_row(float* p, float* g, std::int64_t len, std::int6
   }
   std::fill(p + len, p + width, 0.0f);
   std::fill(g + len, g + width, 0.0f);
+}
+
+inline void softmax_backward_row(float* p, float* g, std::int64_t len, std::int64_t width,
+                                 float lse, const float* d_out, const float* out,
+                                 std::int64_t hd) {
+  softmax_backward_row(p, g, len, width, lse, row_delta(d_out, out, hd));
 }
 
 }  // namespace spw::ops::attention_detail

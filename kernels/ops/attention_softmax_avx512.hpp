@@ -1,0 +1,74 @@
+// The softmax rows of causal attention on AVX-512 registers, for the register-tiled kernels
+// (attention_tiled.cpp). A row's valid length runs 1..seq, so the generic loops of
+// attention_softmax.hpp spent much of their time in scalar epilogues and reductions; here
+// every row is whole vectors up to its block's padded width, the tail handled by masks.
+// Same arithmetic as attention_softmax.hpp up to the order of the sums.
+#pragma once
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/vecmath_avx512.hpp"
+
+namespace spw::ops::attention_detail {
+
+// GCC 12 warns falsely that the intrinsics' undefined pass-through operands may be used
+// uninitialized (GCC bug 105593, fixed in 13).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+// Lanes [j, j + 16) of a row that lie before `len`.
+inline __mmask16 valid_lanes(std::int64_t j, std::int64_t len) {
+  const std::int64_t n = len - j;
+  return n >= 16 ? static_cast<__mmask16>(0xFFFF)
+                 : n <= 0 ? static_cast<__mmask16>(0)
+                          : static_cast<__mmask16>((1u << n) - 1u);
+}
+
+// softmax_row for a row of `width` floats (a multiple of 16): probabilities in [0, len),
+// zeros in [len, width); returns the log-sum-exp.
+inline float softmax_row16(float* row, std::int64_t len, std::int64_t width) {
+  __m512 max = _mm512_set1_ps(-INFINITY);
+  for (std::int64_t j = 0; j < len; j += 16) {
+    max = _mm512_mask_max_ps(max, valid_lanes(j, len), max, _mm512_loadu_ps(row + j));
+  }
+  const float row_max = _mm512_reduce_max_ps(max);
+  const __m512 shift = _mm512_set1_ps(row_max);
+  __m512 sum = _mm512_setzero_ps();
+  for (std::int64_t j = 0; j < width; j += 16) {
+    const __m512 e = _mm512_maskz_mov_ps(
+        valid_lanes(j, len), vecmath::exp16(_mm512_sub_ps(_mm512_loadu_ps(row + j), shift)));
+    sum = _mm512_add_ps(sum, e);
+    _mm512_storeu_ps(row + j, e);
+  }
+  const float total = _mm512_reduce_add_ps(sum);
+  const __m512 inv = _mm512_set1_ps(1.0f / total);
+  for (std::int64_t j = 0; j < len; j += 16) {
+    _mm512_storeu_ps(row + j, _mm512_mul_ps(_mm512_loadu_ps(row + j), inv));
+  }
+  return row_max + std::log(total);
+}
+
+// softmax_backward_row for rows of `width` floats (a multiple of 16).
+inline void softmax_backward_row16(float* p, float* g, std::int64_t len, std::int64_t width,
+                                   float lse, float delta) {
+  const __m512 shift = _mm512_set1_ps(lse);
+  const __m512 d = _mm512_set1_ps(delta);
+  for (std::int64_t j = 0; j < width; j += 16) {
+    const __mmask16 valid = valid_lanes(j, len);
+    const __m512 prob =
+        _mm512_maskz_mov_ps(valid, vecmath::exp16(_mm512_sub_ps(_mm512_loadu_ps(p + j), shift)));
+    _mm512_storeu_ps(p + j, prob);
+    _mm512_storeu_ps(g + j, _mm512_mul_ps(prob, _mm512_sub_ps(_mm512_loadu_ps(g + j), d)));
+  }
+}
+
+#pragma GCC diagnostic pop
+
+}  // namespace spw::ops::attention_detail
+
+#endif
