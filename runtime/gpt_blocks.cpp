@@ -138,14 +138,14 @@ class TransformerBlock final : public Block {
                                    shape_.ln_eps, *ln1, *mean1, *rstd1));
     SPW_TRY(ops::linear_forward(*ln1, params_.value(qkv_w_), &params_.value(qkv_b_), *qkv));
     SPW_TRY(ops::attention_forward(*qkv, mb.samples, mb.seq, shape_.heads, *attn, *lse));
-    SPW_TRY(ops::linear_forward(*attn, params_.value(proj_w_), &params_.value(proj_b_), *x2));
-    SPW_TRY(ops::residual_forward(*x2, x, *x2));
+    SPW_TRY(ops::linear_forward_residual(*attn, params_.value(proj_w_), &params_.value(proj_b_),
+                                         x, *x2));
     SPW_TRY(ops::layernorm_forward(*x2, params_.value(ln2_w_), params_.value(ln2_b_),
                                    shape_.ln_eps, *ln2, *mean2, *rstd2));
     SPW_TRY(ops::linear_forward(*ln2, params_.value(fc1_w_), &params_.value(fc1_b_), *h));
     SPW_TRY(ops::gelu_forward(*h, *g));
-    SPW_TRY(ops::linear_forward(*g, params_.value(fc2_w_), &params_.value(fc2_b_), *output));
-    return ops::residual_forward(*output, *x2, *output);
+    return ops::linear_forward_residual(*g, params_.value(fc2_w_), &params_.value(fc2_b_), *x2,
+                                        *output);
   }
 
   Status backward_input(const MicrobatchData& mb, const Tensor* input, const Tensor* doutput,

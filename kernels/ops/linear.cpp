@@ -71,10 +71,12 @@ void zero_rows(float* data, std::int64_t rows, std::int64_t cols) {
   }
 }
 
-}  // namespace
-
-Status linear_forward(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor& y) {
-  constexpr const char* op = "linear_forward";
+// y = residual + x · weightᵀ + bias, residual and bias optional. The addends ride in C: rows
+// start as residual + bias and sgemm adds the product with beta = 1. That is one streaming
+// write of y, against separate bias and residual passes that would read y back after the
+// product and write it again.
+Status forward(const char* op, const Tensor& x, const Tensor& weight, const Tensor* bias,
+               const Tensor* residual, Tensor& y) {
   SPW_TRY(check_weight(op, weight));
   SPW_TRY(check_activation(op, "x", x));
   const std::int64_t out = weight.dim(0);
@@ -90,6 +92,10 @@ Status linear_forward(const Tensor& x, const Tensor& weight, const Tensor* bias,
     return mismatch(op, "bias " + text(*bias) + " does not fit weight " + text(weight) +
                             ": expected " + Shape{out}.to_string());
   }
+  if (residual != nullptr) {
+    SPW_TRY(check_output(op, "residual", *residual, rows, out,
+                         "x " + text(x) + " and weight " + text(weight)));
+  }
   SPW_TRY(check_data(op, "x", x));
   SPW_TRY(check_data(op, "weight", weight));
   SPW_TRY(check_data(op, "y", y));
@@ -99,27 +105,51 @@ Status linear_forward(const Tensor& x, const Tensor& weight, const Tensor* bias,
     SPW_TRY(check_data(op, "bias", *bias));
     SPW_TRY(check_disjoint(op, "y", y, "bias", *bias));
   }
+  if (residual != nullptr) {
+    SPW_TRY(check_data(op, "residual", *residual));
+    // y may be the residual itself (updated in place), but not overlap it otherwise.
+    if (residual->data() != y.data()) SPW_TRY(check_disjoint(op, "y", y, "residual", *residual));
+  }
   if (rows == 0 || out == 0) return Status::success();
 
   float* yp = y.data();
-  if (bias != nullptr) {
-    // The bias rides in C: rows start as the bias and sgemm adds the product with beta = 1.
-    // That is one streaming write of y, against a separate bias pass that would read y back
-    // from memory after the product and write it again.
-    const float* b = bias->data();
+  const float* b = bias != nullptr ? bias->data() : nullptr;
+  const float* res = residual != nullptr ? residual->data() : nullptr;
+  if (b != nullptr || res != nullptr) {
 #pragma omp parallel for schedule(static)
     for (std::int64_t r = 0; r < rows; ++r) {
       float* row = yp + r * out;
+      const float* res_row = res != nullptr ? res + r * out : nullptr;
+      if (res_row != nullptr && b != nullptr) {
 #pragma omp simd
-      for (std::int64_t c = 0; c < out; ++c) row[c] = b[c];
+        for (std::int64_t c = 0; c < out; ++c) row[c] = res_row[c] + b[c];
+      } else if (res_row != nullptr) {
+#pragma omp simd
+        for (std::int64_t c = 0; c < out; ++c) row[c] = res_row[c];
+      } else {
+#pragma omp simd
+        for (std::int64_t c = 0; c < out; ++c) row[c] = b[c];
+      }
     }
   } else if (in == 0) {
     zero_rows(yp, rows, out);
   }
   if (in == 0) return Status::success();
+  const bool accumulate = b != nullptr || res != nullptr;
   blas::sgemm(Op::none, Op::transpose, rows, out, in, 1.0f, x.data(), in, weight.data(), in,
-              bias != nullptr ? 1.0f : 0.0f, yp, out);
+              accumulate ? 1.0f : 0.0f, yp, out);
   return Status::success();
+}
+
+}  // namespace
+
+Status linear_forward(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor& y) {
+  return forward("linear_forward", x, weight, bias, nullptr, y);
+}
+
+Status linear_forward_residual(const Tensor& x, const Tensor& weight, const Tensor* bias,
+                               const Tensor& residual, Tensor& y) {
+  return forward("linear_forward_residual", x, weight, bias, &residual, y);
 }
 
 Status linear_backward_input(const Tensor& dy, const Tensor& weight, Tensor& dx) {

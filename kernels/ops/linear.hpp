@@ -17,6 +17,12 @@ namespace spw::ops {
 // with x, weight or bias.
 Status linear_forward(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor& y);
 
+// y = residual + x · weightᵀ + bias, the closing projection of a residual branch in one pass
+// over y (a transformer block's attention projection and second MLP layer). residual has y's
+// shape and may be y itself; otherwise the same contract as linear_forward.
+Status linear_forward_residual(const Tensor& x, const Tensor& weight, const Tensor* bias,
+                               const Tensor& residual, Tensor& y);
+
 // dx [rows, in] = dy [rows, out] · weight, overwriting dx.
 Status linear_backward_input(const Tensor& dy, const Tensor& weight, Tensor& dx);
 

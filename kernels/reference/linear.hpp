@@ -22,6 +22,14 @@ void linear_forward(const T* x, const T* weight, const T* bias, T* y, std::int64
   }
 }
 
+// y = residual + x · weightᵀ + bias; bias may be null.
+template <class T>
+void linear_forward_residual(const T* x, const T* weight, const T* bias, const T* residual,
+                             T* y, std::int64_t rows, std::int64_t in, std::int64_t out) {
+  linear_forward(x, weight, bias, y, rows, in, out);
+  for (std::int64_t k = 0; k < rows * out; ++k) y[k] += residual[k];
+}
+
 // dx = dy · weight, overwriting dx.
 template <class T>
 void linear_backward_input(const T* dy, const T* weight, T* dx, std::int64_t rows,

@@ -144,6 +144,34 @@ TEST_P(LinearMatchesReference, ForwardAndBothBackwardCalls) {
 
 INSTANTIATE_TEST_SUITE_P(Sizes, LinearMatchesReference, ::testing::ValuesIn(cases()), case_name);
 
+class LinearResidualMatchesReference : public ::testing::TestWithParam<Case> {};
+
+TEST_P(LinearResidualMatchesReference, IntoItsOwnOutputAndInPlace) {
+  const Case c = GetParam();
+  const auto xv = float_values(c.rows * c.in, 31);
+  const auto wv = float_values(c.out * c.in, 32);
+  const auto bv = float_values(c.out, 33);
+  const auto rv = float_values(c.rows * c.out, 34);
+  const Tensor x = tensor_from({c.rows, c.in}, xv);
+  const Tensor w = tensor_from({c.out, c.in}, wv);
+  const Tensor b = tensor_from({c.out}, bv);
+  const Tensor residual = tensor_from({c.rows, c.out}, rv);
+  Tensor y = filled({c.rows, c.out}, std::numeric_limits<float>::quiet_NaN());
+  Tensor in_place = tensor_from({c.rows, c.out}, rv);
+
+  ASSERT_TRUE(ops::linear_forward_residual(x, w, c.bias ? &b : nullptr, residual, y).ok());
+  ASSERT_TRUE(ops::linear_forward_residual(x, w, c.bias ? &b : nullptr, in_place, in_place).ok());
+
+  std::vector<double> want(size(c.rows * c.out));
+  ref::linear_forward_residual(xv.data(), wv.data(), c.bias ? bv.data() : nullptr, rv.data(),
+                               want.data(), c.rows, c.in, c.out);
+  EXPECT_TRUE(close_normwise(to_double(y), want, kFloatTolerance)) << "y";
+  EXPECT_TRUE(bit_identical(y, in_place)) << "in place";
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, LinearResidualMatchesReference, ::testing::ValuesIn(cases()),
+                         case_name);
+
 TEST(Linear, TakesMatrixViewsOfHigherRank) {
   const std::int64_t batch = 2, seq = 3, in = 5, out = 4;
   const auto xv = float_values(batch * seq * in, 21);
@@ -290,6 +318,23 @@ TEST(LinearShapes, ForwardRejectsMismatches) {
   expect_mismatch(ops::linear_forward(x, w_ok, nullptr, y_rows),
                   "linear_forward: y [3, 5] does not fit x [4, 7] and weight [5, 7]: "
                   "expected [4, 5]");
+}
+
+TEST(LinearShapes, ForwardResidualRejectsMismatchesAndOverlaps) {
+  const Tensor x = zeros({4, 7});
+  const Tensor w = zeros({5, 7});
+  Tensor y = zeros({4, 5});
+  expect_mismatch(ops::linear_forward_residual(x, w, nullptr, zeros({4, 6}), y),
+                  "linear_forward_residual: residual [4, 6] does not fit x [4, 7] and weight "
+                  "[5, 7]: expected [4, 5]");
+  // A residual that overlaps y without being y would be read after sgemm wrote over it.
+  Tensor both = zeros({5, 5});
+  Tensor shifted = Tensor::borrow(both.data() + 5, {4, 5});
+  Tensor first = Tensor::borrow(both.data(), {4, 5});
+  const Status status = ops::linear_forward_residual(x, w, nullptr, first, shifted);
+  EXPECT_EQ(status.code(), StatusCode::invalid_argument);
+  EXPECT_EQ(status.message(), "linear_forward_residual: y [4, 5] overlaps residual [4, 5]; "
+                              "outputs must not alias inputs");
 }
 
 TEST(LinearShapes, BackwardInputRejectsMismatches) {
