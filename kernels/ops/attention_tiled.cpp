@@ -5,6 +5,7 @@
 
 #include "kernels/ops/attention_softmax.hpp"
 #include "kernels/ops/attention_softmax_avx512.hpp"
+#include "kernels/ops/transpose16.hpp"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -111,40 +112,6 @@ void copy_rows(const float* src, std::int64_t ld, std::int64_t seq, std::int64_t
   std::fill(dst + seq * hd, dst + padded(seq) * hd, 0.0f);
 }
 
-// r[i] (row i of a 16 x 16 block) becomes column i: interleave 32-bit then 64-bit elements
-// within 128-bit lanes, then transpose the 4 x 4 grid of lanes. GCC 12 warns falsely inside
-// the intrinsics (see vecmath_avx512.hpp).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-inline void transpose16(__m512 r[kVector]) {
-  __m512 t[kVector];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-  }
-  // u[4g + k], lane L: rows 4g..4g+3 of column 4L + k.
-  __m512 u[kVector];
-  for (int g = 0; g < 16; g += 4) {
-    const __m512d t0 = _mm512_castps_pd(t[g]), t1 = _mm512_castps_pd(t[g + 1]);
-    const __m512d t2 = _mm512_castps_pd(t[g + 2]), t3 = _mm512_castps_pd(t[g + 3]);
-    u[g] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
-    u[g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
-    u[g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
-    u[g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
-  }
-  for (int k = 0; k < 4; ++k) {
-    const __m512 v0 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0x44);
-    const __m512 v1 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0xEE);
-    const __m512 v2 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0x44);
-    const __m512 v3 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0xEE);
-    r[k] = _mm512_shuffle_f32x4(v0, v2, 0x88);
-    r[4 + k] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
-    r[8 + k] = _mm512_shuffle_f32x4(v1, v3, 0x88);
-    r[12 + k] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
-  }
-}
-#pragma GCC diagnostic pop
-
 // dst[hd × padded(seq)] = the pair's rows transposed, zero past seq: 16 x 16 blocks
 // through registers (a scalar transpose took an eighth of the backward's time).
 void copy_transposed(const float* src, std::int64_t ld, std::int64_t seq, std::int64_t hd,
@@ -161,7 +128,7 @@ void copy_transposed(const float* src, std::int64_t ld, std::int64_t seq, std::i
       for (std::int64_t i = 0; i < kVector; ++i) {
         r[i] = i < rows ? _mm512_loadu_ps(src + (j0 + i) * ld + c0) : _mm512_setzero_ps();
       }
-      transpose16(r);
+      transpose16_in_registers(r);
       for (std::int64_t c = 0; c < kVector; ++c) _mm512_storeu_ps(dst + (c0 + c) * cols + j0, r[c]);
     }
   }

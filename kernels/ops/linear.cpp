@@ -1,10 +1,14 @@
 #include "kernels/ops/linear.hpp"
 
+#include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "kernels/blas.hpp"
+#include "kernels/numa_allocator.hpp"
 #include "kernels/ops/bias.hpp"
+#include "kernels/ops/transpose16.hpp"
 
 namespace spw::ops {
 
@@ -69,6 +73,68 @@ void zero_rows(float* data, std::int64_t rows, std::int64_t cols) {
 #pragma omp simd
     for (std::int64_t c = 0; c < cols; ++c) row[c] = 0.0f;
   }
+}
+
+// BLIS 0.9 as Debian ships it runs on Zen 4 with its zen3 kernels, and those compute
+// dW = dYᵀ·X at ~80% of their speed when dW has few rows (out ≤ 256) and more columns: 82
+// against 93 GFLOP/s for out 256, in 1024 over 2048 rows on one thread, 158 against 174 on
+// two (best of 40 alternated runs, page-aligned operands). The transposed product
+// dWᵀ = Xᵀ·dY into scratch, added into dW through 16 x 16 register transposes, runs at the
+// faster rate; other shapes are fastest as they are (out 512, in 2048: 104 against 95).
+constexpr std::int64_t kTransposedMaxOut = 256;
+
+bool weight_gradient_transposed(std::int64_t out, std::int64_t in) {
+  return out <= kTransposedMaxOut && in > out;
+}
+
+// dweight [out, in] += scratch [in, out]ᵀ, each 16 x 16 block through registers where it is
+// whole; threads take rows of dweight.
+void add_transposed(const float* scratch, std::int64_t out, std::int64_t in, float* dweight) {
+  constexpr std::int64_t kBlock = 16;
+  const std::int64_t blocks = (out + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t ob = 0; ob < blocks; ++ob) {
+    const std::int64_t o0 = ob * kBlock;
+    const std::int64_t o_count = std::min(kBlock, out - o0);
+    for (std::int64_t i0 = 0; i0 < in; i0 += kBlock) {
+      const std::int64_t i_count = std::min(kBlock, in - i0);
+#if defined(__AVX512F__)
+      if (o_count == kBlock && i_count == kBlock) {
+        __m512 r[kBlock];
+        for (std::int64_t i = 0; i < kBlock; ++i) r[i] = _mm512_loadu_ps(scratch + (i0 + i) * out + o0);
+        transpose16_in_registers(r);
+        for (std::int64_t o = 0; o < kBlock; ++o) {
+          float* row = dweight + (o0 + o) * in + i0;
+          _mm512_storeu_ps(row, _mm512_add_ps(_mm512_loadu_ps(row), r[o]));
+        }
+        continue;
+      }
+#endif
+      for (std::int64_t o = o0; o < o0 + o_count; ++o) {
+        for (std::int64_t i = i0; i < i0 + i_count; ++i) dweight[o * in + i] += scratch[i * out + o];
+      }
+    }
+  }
+}
+
+// dweight += (xᵀ · dy)ᵀ through reused scratch (mapping fresh pages per call would cost about
+// what the transposed product saves).
+Status weight_gradient_through_scratch(const Tensor& dy, const Tensor& x, Tensor& dweight) {
+  const std::int64_t rows = dy.shape().rows();
+  const std::int64_t out = dy.shape().cols();
+  const std::int64_t in = x.shape().cols();
+  thread_local std::unique_ptr<Allocation> scratch;
+  const std::size_t bytes = static_cast<std::size_t>(in * out) * sizeof(float);
+  if (!scratch || scratch->bytes() < bytes) {
+    scratch.reset();
+    SPW_ASSIGN_OR_RETURN(scratch, allocate(bytes, MemoryCategory::workspace,
+                                           MemoryPlacement::local(), FirstTouch::none));
+  }
+  auto* product = static_cast<float*>(scratch->data());
+  blas::sgemm(Op::transpose, Op::none, in, out, rows, 1.0f, x.data(), in, dy.data(), out, 0.0f,
+              product, out);
+  add_transposed(product, out, in, dweight.data());
+  return Status::success();
 }
 
 // y = residual + x · weightᵀ + bias, residual and bias optional. The addends ride in C: rows
@@ -217,6 +283,7 @@ Status linear_backward_weight(const Tensor& dy, const Tensor& x, Tensor& dweight
     SPW_TRY(bias_backward_weight(dy, *dbias));
   }
   if (rows == 0 || out == 0 || in == 0) return Status::success();
+  if (weight_gradient_transposed(out, in)) return weight_gradient_through_scratch(dy, x, dweight);
   blas::sgemm(Op::transpose, Op::none, out, in, rows, 1.0f, dy.data(), out, x.data(), in, 1.0f,
               dweight.data(), in);
   return Status::success();
