@@ -119,32 +119,27 @@ Status layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& bet
       std::max<std::int64_t>(1, kPrefetchBytes / (d * static_cast<std::int64_t>(sizeof(float))));
 
 #if defined(__AVX512F__)
-  if (layernorm_detail::fits_registers(d)) {
-    // Rows go in pairs (layernorm_rows.hpp: two rows' chains overlap); an odd last row alone.
-    const layernorm_detail::ForwardRowPair pair = layernorm_detail::forward_row_pair_for(d);
-    const std::int64_t pairs = rows / 2;
+  if (d % 16 == 0) {
+    // Rows go in pairs (layernorm_rows.hpp: two rows' chains overlap); an odd last row is
+    // passed as both rows of a pair.
+    const layernorm_detail::ForwardRows pair = layernorm_detail::forward_rows_for(d);
+    const std::int64_t pairs = (rows + 1) / 2;
 #pragma omp parallel for schedule(static) num_threads(compute_threads())
     for (std::int64_t p = 0; p < pairs; ++p) {
-      const std::int64_t i = 2 * p;
-      const float* xr = xp + i * d;
-      if (i + 2 * ahead < rows) {
+      const std::int64_t i0 = 2 * p;
+      const std::int64_t i1 = std::min(i0 + 1, rows - 1);
+      const float* xr = xp + i0 * d;
+      if (i0 + 2 * ahead < rows) {
         for (std::int64_t j = 0; j < 2 * d; j += kLineFloats) {
           __builtin_prefetch(xr + 2 * ahead * d + j);
         }
       }
       layernorm_detail::RowStats stats[2];
-      pair(xr, g, b, d, inv_d, eps, yp + i * d, stats);
-      mp[i] = stats[0].mean;
-      rp[i] = stats[0].rstd;
-      mp[i + 1] = stats[1].mean;
-      rp[i + 1] = stats[1].rstd;
-    }
-    if (rows % 2 != 0) {
-      const std::int64_t last = rows - 1;
-      const layernorm_detail::RowStats stats =
-          layernorm_detail::forward_row_for(d)(xp + last * d, g, b, inv_d, eps, yp + last * d);
-      mp[last] = stats.mean;
-      rp[last] = stats.rstd;
+      pair(xr, xp + i1 * d, g, b, d, inv_d, eps, yp + i0 * d, yp + i1 * d, stats);
+      mp[i0] = stats[0].mean;
+      rp[i0] = stats[0].rstd;
+      mp[i1] = stats[1].mean;
+      rp[i1] = stats[1].rstd;
     }
     return Status::success();
   }

@@ -1,6 +1,7 @@
-// LayerNorm rows on AVX-512 for widths that are a multiple of 16, up to 512: a row is read
-// into registers (or L1) once and every pass of the statistics and the output works from
-// there, the sums split over several accumulators, two rows at a time in the forward. The
+// LayerNorm rows on AVX-512 for widths that are a multiple of 16 (the input gradient up to
+// 512): a row is read into registers (or L1) once and every pass of the statistics and the
+// output works from there, the sums split over several accumulators, two rows at a time in
+// the forward; the weight gradient keeps column blocks of its sums in registers. The
 // generic loops (layernorm.cpp) read the row three times and reduce through one accumulator
 // each; at d = 256, where a row is 16 vectors, each row then waits on dependent chains of 16
 // additions and their horizontal sums, and the forward ran at 43% of memcpy's bandwidth with
@@ -50,17 +51,14 @@ struct RowStats {
   float mean, rstd;
 };
 
-// Sums of c = x - shift over a row held in registers: Σc and Σc², each over two
-// accumulators, in the order forward_row_pair adds them too, so that a row's statistics do
-// not depend on which of the two computes them.
-template <int NV>
-inline void shifted_sums(const __m512 (&v)[NV], float shift, float& sum_c, float& sum_cc) {
+// Σc and Σc² of c = x - shift over a row of nv vectors, each over two accumulators, in the
+// order forward_rows adds them too.
+inline void shifted_sums(const float* x, int nv, float shift, float& sum_c, float& sum_cc) {
   const __m512 k = _mm512_set1_ps(shift);
   __m512 dev[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
   __m512 sq[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
-#pragma GCC unroll 32
-  for (int j = 0; j < NV; ++j) {
-    const __m512 c = _mm512_sub_ps(v[j], k);
+  for (int j = 0; j < nv; ++j) {
+    const __m512 c = _mm512_sub_ps(_mm512_loadu_ps(x + 16 * j), k);
     dev[j % 2] = _mm512_add_ps(dev[j % 2], c);
     sq[j % 2] = _mm512_fmadd_ps(c, c, sq[j % 2]);
   }
@@ -68,54 +66,29 @@ inline void shifted_sums(const __m512 (&v)[NV], float shift, float& sum_c, float
   sum_cc = horizontal_sum(_mm512_add_ps(sq[0], sq[1]));
 }
 
-// One row of the forward: y = (x - mean) rstd gamma + beta.
+// Two rows of the forward, y = (x - mean) rstd gamma + beta, at once: the dependent chains of
+// two rows (sums, horizontal sums, square root) overlap, and each gamma and beta vector
+// loaded serves both. An odd last row is passed as both rows (same results, written twice).
+// The rows are read from L1 in each pass. NV is the width in vectors, or 0 for d / 16 at run
+// time (widths past 512, where unrolling every pass would only bloat the code).
 //
 // The statistics come from one pass of deviations from the row's first element, corrected as
 // in the two-pass algorithm (Chan, Golub & LeVeque): var = (Σc² - (Σc)²/d) / d with
 // c = x - x[0], mean = x[0] + Σc/d. That is exact for any shift; its rounding error grows
 // with (mean - shift)² / var, which is why the generic loops first compute a rough mean to
-// shift by. The first element costs no pass, and each row's dependent chain (loads, sums,
-// horizontal sums, square root) is a pass and a horizontal sum shorter: 119 instead of 145
-// cycles a row at d = 256 in L1 on the Zen 4 VM. A row whose first element lies more than
-// about 4 standard deviations from its mean (Σc² > 16 d var) takes a second pass shifted by
-// the mean so found, so the error never grows by more than that factor 16.
+// shift by. The first element costs no pass, and each row's chain is a pass and a
+// horizontal sum shorter (at d = 256 in L1 on the Zen 4 VM: 119 instead of 145 cycles a row
+// for one row at a time; two rows at a time take another ~10% off). A row whose first
+// element lies more than about 4 standard deviations from its mean (Σc² > 16 d var) takes a
+// second pass shifted by the mean so found, so the error never grows by more than that
+// factor 16.
 template <int NV>
-inline RowStats forward_row(const float* x, const float* gamma, const float* beta, float inv_d,
-                            float eps, float* y) {
-  __m512 v[NV];
-#pragma GCC unroll 32
-  for (int k = 0; k < NV; ++k) v[k] = _mm512_loadu_ps(x + 16 * k);
-  float shift = x[0];
-  float sum_c = 0.0f, sum_cc = 0.0f;
-  shifted_sums(v, shift, sum_c, sum_cc);
-  float spread = sum_cc - sum_c * sum_c * inv_d;  // d var
-  if (!(sum_cc <= 16.0f * spread)) {
-    shift += sum_c * inv_d;
-    shifted_sums(v, shift, sum_c, sum_cc);
-    spread = sum_cc - sum_c * sum_c * inv_d;
-  }
-  const float var = std::max(spread * inv_d, 0.0f);
-  const float m = shift + sum_c * inv_d;
-  const float rs = 1.0f / std::sqrt(var + eps);
-  const __m512 mv = _mm512_set1_ps(m);
-  const __m512 rv = _mm512_set1_ps(rs);
-#pragma GCC unroll 32
-  for (int k = 0; k < NV; ++k) {
-    const __m512 xhat = _mm512_mul_ps(_mm512_sub_ps(v[k], mv), rv);
-    _mm512_storeu_ps(y + 16 * k, _mm512_fmadd_ps(xhat, _mm512_loadu_ps(gamma + 16 * k),
-                                                 _mm512_loadu_ps(beta + 16 * k)));
-  }
-  return {m, rs};
-}
-
-// Two rows [x, x + d) at once: the dependent chains of two rows overlap, and each gamma and
-// beta vector loaded serves both. x is re-read from L1 in the output pass.
-template <int NV>
-inline void forward_row_pair(const float* x, const float* gamma, const float* beta,
-                             std::int64_t d, float inv_d, float eps, float* y, RowStats* stats) {
-  const float* xs[2] = {x, x + d};
-  float* ys[2] = {y, y + d};
-  float shift[2] = {xs[0][0], xs[1][0]};
+inline void forward_rows(const float* x0, const float* x1, const float* gamma,
+                         const float* beta, std::int64_t d, float inv_d, float eps, float* y0,
+                         float* y1, RowStats* stats) {
+  const int nv = NV > 0 ? NV : static_cast<int>(d / 16);
+  const float* xs[2] = {x0, x1};
+  float shift[2] = {x0[0], x1[0]};
   float sum_c[2], sum_cc[2];
   {
     const __m512 k0 = _mm512_set1_ps(shift[0]);
@@ -125,9 +98,9 @@ inline void forward_row_pair(const float* x, const float* gamma, const float* be
     __m512 sq0[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
     __m512 sq1[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
 #pragma GCC unroll 32
-    for (int k = 0; k < NV; ++k) {
-      const __m512 c0 = _mm512_sub_ps(_mm512_loadu_ps(xs[0] + 16 * k), k0);
-      const __m512 c1 = _mm512_sub_ps(_mm512_loadu_ps(xs[1] + 16 * k), k1);
+    for (int k = 0; k < nv; ++k) {
+      const __m512 c0 = _mm512_sub_ps(_mm512_loadu_ps(x0 + 16 * k), k0);
+      const __m512 c1 = _mm512_sub_ps(_mm512_loadu_ps(x1 + 16 * k), k1);
       dev0[k % 2] = _mm512_add_ps(dev0[k % 2], c0);
       dev1[k % 2] = _mm512_add_ps(dev1[k % 2], c1);
       sq0[k % 2] = _mm512_fmadd_ps(c0, c0, sq0[k % 2]);
@@ -139,13 +112,10 @@ inline void forward_row_pair(const float* x, const float* gamma, const float* be
     sum_cc[1] = horizontal_sum(_mm512_add_ps(sq1[0], sq1[1]));
   }
   for (int r = 0; r < 2; ++r) {
-    float spread = sum_cc[r] - sum_c[r] * sum_c[r] * inv_d;
+    float spread = sum_cc[r] - sum_c[r] * sum_c[r] * inv_d;  // d var
     if (!(sum_cc[r] <= 16.0f * spread)) {
-      __m512 v[NV];
-#pragma GCC unroll 32
-      for (int k = 0; k < NV; ++k) v[k] = _mm512_loadu_ps(xs[r] + 16 * k);
       shift[r] += sum_c[r] * inv_d;
-      shifted_sums(v, shift[r], sum_c[r], sum_cc[r]);
+      shifted_sums(xs[r], nv, shift[r], sum_c[r], sum_cc[r]);
       spread = sum_cc[r] - sum_c[r] * sum_c[r] * inv_d;
     }
     const float var = std::max(spread * inv_d, 0.0f);
@@ -154,13 +124,14 @@ inline void forward_row_pair(const float* x, const float* gamma, const float* be
   const __m512 m0 = _mm512_set1_ps(stats[0].mean), rs0 = _mm512_set1_ps(stats[0].rstd);
   const __m512 m1 = _mm512_set1_ps(stats[1].mean), rs1 = _mm512_set1_ps(stats[1].rstd);
 #pragma GCC unroll 32
-  for (int k = 0; k < NV; ++k) {
+  for (int k = 0; k < nv; ++k) {
     const __m512 gv = _mm512_loadu_ps(gamma + 16 * k);
     const __m512 bv = _mm512_loadu_ps(beta + 16 * k);
-    const __m512 h0 = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(xs[0] + 16 * k), m0), rs0);
-    const __m512 h1 = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(xs[1] + 16 * k), m1), rs1);
-    _mm512_storeu_ps(ys[0] + 16 * k, _mm512_fmadd_ps(h0, gv, bv));
-    _mm512_storeu_ps(ys[1] + 16 * k, _mm512_fmadd_ps(h1, gv, bv));
+    // Both rows read before either is written: in place, an odd row is both.
+    const __m512 h0 = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x0 + 16 * k), m0), rs0);
+    const __m512 h1 = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x1 + 16 * k), m1), rs1);
+    _mm512_storeu_ps(y0 + 16 * k, _mm512_fmadd_ps(h0, gv, bv));
+    _mm512_storeu_ps(y1 + 16 * k, _mm512_fmadd_ps(h1, gv, bv));
   }
 }
 
@@ -243,14 +214,16 @@ inline void weight_rows(const float* dy, const float* x, const float* mean, cons
   if (rest > 0) kRest[rest](dy, x, mean, rstd, d, begin, end, c0, pg, pb);
 }
 
-// Row kernels for widths 16, 32, ..., 512, indexed by d / 16 - 1.
-using ForwardRow = RowStats (*)(const float*, const float*, const float*, float, float, float*);
+// Row kernels for widths 16, 32, ..., 512, indexed by d / 16 - 1; the forward also takes any
+// wider multiple of 16 (forward_rows<0>).
+using ForwardRows = void (*)(const float*, const float*, const float*, const float*,
+                             std::int64_t, float, float, float*, float*, RowStats*);
 using BackwardInputRow = void (*)(const float*, const float*, const float*, float, float, float,
                                   float*);
 
 template <std::size_t... I>
-constexpr std::array<ForwardRow, sizeof...(I)> forward_rows(std::index_sequence<I...>) {
-  return {&forward_row<static_cast<int>(I) + 1>...};
+constexpr std::array<ForwardRows, sizeof...(I)> forward_rows_table(std::index_sequence<I...>) {
+  return {&forward_rows<static_cast<int>(I) + 1>...};
 }
 template <std::size_t... I>
 constexpr std::array<BackwardInputRow, sizeof...(I)> backward_input_rows(
@@ -258,21 +231,11 @@ constexpr std::array<BackwardInputRow, sizeof...(I)> backward_input_rows(
   return {&backward_input_row<static_cast<int>(I) + 1>...};
 }
 
-using ForwardRowPair = void (*)(const float*, const float*, const float*, std::int64_t, float,
-                               float, float*, RowStats*);
-template <std::size_t... I>
-constexpr std::array<ForwardRowPair, sizeof...(I)> forward_row_pairs(std::index_sequence<I...>) {
-  return {&forward_row_pair<static_cast<int>(I) + 1>...};
-}
-inline ForwardRowPair forward_row_pair_for(std::int64_t d) {
+inline ForwardRows forward_rows_for(std::int64_t d) {
   static constexpr auto kRows =
-      forward_row_pairs(std::make_index_sequence<kMaxRegisterWidth / 16>());
-  return kRows[static_cast<std::size_t>(d / 16 - 1)];
-}
-
-inline ForwardRow forward_row_for(std::int64_t d) {
-  static constexpr auto kRows = forward_rows(std::make_index_sequence<kMaxRegisterWidth / 16>());
-  return kRows[static_cast<std::size_t>(d / 16 - 1)];
+      forward_rows_table(std::make_index_sequence<kMaxRegisterWidth / 16>());
+  return d <= kMaxRegisterWidth ? kRows[static_cast<std::size_t>(d / 16 - 1)]
+                                : &forward_rows<0>;
 }
 
 inline BackwardInputRow backward_input_row_for(std::int64_t d) {

@@ -131,9 +131,10 @@ std::vector<Case> all_cases() {
   cases.push_back({33, 256, 100.0});
   cases.push_back({7, 67, -100.0});
   cases.push_back({300, 768, 0.0});  // several row chunks and column tiles
-  // Widths that are a multiple of 16 up to 512 hold the row in AVX-512 registers (d 16, 256,
-  // 512; 144 leaves the weight gradient a column block of 1 vector past its blocks of 8);
-  // 528 is a multiple of 16 past that and 520 is not: both take the generic loops.
+  // Widths that are a multiple of 16 take the AVX-512 rows (d 16, 256, 512; 144 leaves the
+  // weight gradient a column block of 1 vector past its blocks of 8); past 512 (528) the
+  // forward's width is a run-time count and the input gradient takes the generic loops; 520
+  // is no multiple of 16: generic loops throughout. 67 rows: an odd last row.
   for (std::int64_t d : {16, 144, 512, 520, 528}) cases.push_back({67, d, 0.5});
   cases.push_back({130, 256, 100.0});
   return cases;
@@ -161,7 +162,7 @@ TEST(LayerNorm, StatisticsStayAccurateFarFromZero) {
 // (here 1000 spreads away, as a large activation in one feature can be) must not lose the
 // variance to cancellation. Odd and even rows, so both the paired and the single row run it.
 TEST(LayerNorm, StatisticsStayAccurateWhenTheFirstElementIsAnOutlier) {
-  for (const std::int64_t d : {256, 512, 67}) {
+  for (const std::int64_t d : {256, 512, 1024, 67}) {
     const Case c{5, d, 0.0};
     Inputs in = make_inputs(c);
     for (std::int64_t i = 0; i < c.rows; ++i) in.x[sz(i * d)] = i % 2 == 0 ? 1000.0 : -3000.0;
