@@ -8,6 +8,7 @@
 #include <string>
 
 #include "kernels/numa_allocator.hpp"
+#include "kernels/ops/layernorm_rows.hpp"
 #include "kernels/threading.hpp"
 
 namespace spw::ops {
@@ -117,6 +118,32 @@ Status layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& bet
   const std::int64_t ahead =
       std::max<std::int64_t>(1, kPrefetchBytes / (d * static_cast<std::int64_t>(sizeof(float))));
 
+#if defined(__AVX512F__)
+  if (d % 16 == 0) {
+    // Rows go in pairs (layernorm_rows.hpp: two rows' chains overlap); an odd last row is
+    // passed as both rows of a pair.
+    const layernorm_detail::ForwardRows pair = layernorm_detail::forward_rows_for(d);
+    const std::int64_t pairs = (rows + 1) / 2;
+#pragma omp parallel for schedule(static) num_threads(compute_threads())
+    for (std::int64_t p = 0; p < pairs; ++p) {
+      const std::int64_t i0 = 2 * p;
+      const std::int64_t i1 = std::min(i0 + 1, rows - 1);
+      const float* xr = xp + i0 * d;
+      if (i0 + 2 * ahead < rows) {
+        for (std::int64_t j = 0; j < 2 * d; j += kLineFloats) {
+          __builtin_prefetch(xr + 2 * ahead * d + j);
+        }
+      }
+      layernorm_detail::RowStats stats[2];
+      pair(xr, xp + i1 * d, g, b, d, inv_d, eps, yp + i0 * d, yp + i1 * d, stats);
+      mp[i0] = stats[0].mean;
+      rp[i0] = stats[0].rstd;
+      mp[i1] = stats[1].mean;
+      rp[i1] = stats[1].rstd;
+    }
+    return Status::success();
+  }
+#endif
 #pragma omp parallel for schedule(static) num_threads(compute_threads())
   for (std::int64_t i = 0; i < rows; ++i) {
     const float* xr = xp + i * d;
@@ -172,6 +199,16 @@ Status layernorm_backward_input(const Tensor& dy, const Tensor& x, const Tensor&
 
   // With g = dy ⊙ gamma and xhat = (x - mean) rstd:
   //   dx = rstd (g - mean(g) - xhat mean(g ⊙ xhat)).
+#if defined(__AVX512F__)
+  if (layernorm_detail::fits_registers(d)) {
+    const layernorm_detail::BackwardInputRow row = layernorm_detail::backward_input_row_for(d);
+#pragma omp parallel for schedule(static) num_threads(compute_threads())
+    for (std::int64_t i = 0; i < rows; ++i) {
+      row(dyp + i * d, xp + i * d, g, mp[i], rp[i], inv_d, dxp + i * d);
+    }
+    return Status::success();
+  }
+#endif
 #pragma omp parallel for schedule(static) num_threads(compute_threads())
   for (std::int64_t i = 0; i < rows; ++i) {
     const float* dyr = dyp + i * d;
@@ -243,9 +280,16 @@ Status layernorm_backward_weight(const Tensor& dy, const Tensor& x, const Tensor
     for (std::int64_t group = 0; group < groups; ++group) {
       float* pg = partial + group * stride;
       float* pb = pg + padded;
-      std::fill_n(pg, stride, 0.0f);
+      const std::int64_t begin = group * rows / groups;
       const std::int64_t end = (group + 1) * rows / groups;
-      for (std::int64_t i = group * rows / groups; i < end; ++i) {
+#if defined(__AVX512F__)
+      if (d % 16 == 0) {
+        layernorm_detail::weight_rows(dyp, xp, mp, rp, d, begin, end, pg, pb);
+        continue;
+      }
+#endif
+      std::fill_n(pg, stride, 0.0f);
+      for (std::int64_t i = begin; i < end; ++i) {
         const float* dyr = dyp + i * d;
         const float* xr = xp + i * d;
         const float m = mp[i];

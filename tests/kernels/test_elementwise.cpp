@@ -52,10 +52,12 @@ bool bit_identical(const Tensor& a, const Tensor& b) {
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-// The normwise error with the scale floored at 1. GELU's accuracy is absolute (at most 2e-6,
-// pinned pointwise by GeluIsAccurateOnADenseGrid): in the left tail x Φ(x) is tiny and its
-// relative error large. With a single element, where normwise means pointwise relative, a
-// tail value would fail a relative test that every vector of O(1) activations passes.
+// The normwise error with the scale floored at 1. GELU backward's accuracy is absolute (at
+// most 4e-7, pinned pointwise by GeluIsAccurateOnADenseGrid): its derivative crosses zero at
+// x = -0.75 and is tiny in the left tail. With a single element, where normwise means
+// pointwise relative, such a value would fail a relative test that every vector of O(1)
+// activations passes. (The forward is relatively accurate everywhere:
+// GeluForwardIsRelativelyAccurateOverTheWholeRange.)
 ::testing::AssertionResult close_at_unit_scale(const std::vector<double>& got,
                                                const std::vector<double>& want,
                                                double tolerance) {
@@ -258,8 +260,9 @@ TEST(Elementwise, GeluTailsAreFinite) {
   }
 }
 
-// The fp32 GELU uses rational fits of Φ and of its derivative; this pins their accuracy
-// pointwise, which the normwise comparisons above would let slip by a factor of ten.
+// This pins the absolute accuracy of GELU forward (tables of log2 Φ) and backward (a rational
+// fit of the derivative) pointwise, which the normwise comparisons above would let slip by a
+// factor of ten.
 TEST(Elementwise, GeluIsAccurateOnADenseGrid) {
   const std::int64_t n = 40001;
   std::vector<double> xv(size(n));
@@ -281,6 +284,62 @@ TEST(Elementwise, GeluIsAccurateOnADenseGrid) {
   }
   EXPECT_LE(worst_y, 2e-6);
   EXPECT_LE(worst_dx, 4e-7);
+}
+
+// GELU forward is accurate relative to the exact function everywhere, the far left tail
+// included (x Φ(x) is 1e-38 at x = -13): every 101st float of [-16, 16], every float
+// magnitude from 1e-30 up, and infinities. Below the smallest normal float the error is
+// judged at that scale (a subnormal has fewer bits).
+TEST(Elementwise, GeluForwardIsRelativelyAccurateOverTheWholeRange) {
+  std::vector<float> xs;
+  for (std::uint32_t bits = 0; bits < 0x41800000u; bits += 101) {
+    float v;
+    std::memcpy(&v, &bits, sizeof v);
+    xs.push_back(v);
+    xs.push_back(-v);
+  }
+  for (const float v : {-13.0f, -10.0f, -6.5f, -3.0f, 1e-30f, -1e-30f, 14.5f, -14.5f, 20.0f,
+                        -20.0f, 1e30f, -1e30f}) {
+    xs.push_back(v);
+  }
+  const auto n = static_cast<std::int64_t>(xs.size());
+  const std::vector<double> xd = testing::cast_vector<double>(xs);
+  const Tensor x = tensor_from({1, n}, xd);
+  Tensor y = filled({1, n}, kNaN);
+  ASSERT_TRUE(ops::gelu_forward(x, y).ok());
+  std::vector<double> want(size(n));
+  ref::gelu_forward(xd.data(), want.data(), n);
+  double worst = 0;
+  double worst_x = 0;
+  for (std::size_t i = 0; i < size(n); ++i) {
+    const double scale =
+        std::max(std::abs(want[i]), static_cast<double>(std::numeric_limits<float>::min()));
+    const double err = std::abs(static_cast<double>(y.data()[i]) - want[i]) / scale;
+    if (!(err <= worst)) {
+      worst = err;
+      worst_x = xd[i];
+    }
+  }
+  EXPECT_LE(worst, 1e-5) << "at x = " << worst_x;
+
+  const Tensor inf = tensor_from({1, 3}, {std::numeric_limits<double>::infinity(),
+                                          -std::numeric_limits<double>::infinity(), 0.0});
+  Tensor y_inf = zeros({1, 3});
+  ASSERT_TRUE(ops::gelu_forward(inf, y_inf).ok());
+  EXPECT_EQ(y_inf.data()[0], std::numeric_limits<float>::infinity());
+  EXPECT_EQ(y_inf.data()[1], 0.0f);  // the limit; the formula's -inf · 0 would be NaN
+  EXPECT_EQ(y_inf.data()[2], 0.0f);
+}
+
+TEST(Elementwise, GeluKeepsNaN) {
+  const Tensor x = tensor_from({1, 17}, std::vector<double>(17, std::nan("")));
+  Tensor y = zeros({1, 17}), dx = zeros({1, 17});
+  ASSERT_TRUE(ops::gelu_forward(x, y).ok());
+  ASSERT_TRUE(ops::gelu_backward(filled({1, 17}, 1.0f), x, dx).ok());
+  for (int i = 0; i < 17; ++i) {
+    EXPECT_TRUE(std::isnan(y.data()[i])) << i;
+    EXPECT_TRUE(std::isnan(dx.data()[i])) << i;
+  }
 }
 
 TEST(Elementwise, OpsAcceptMatrixViewsOfHigherRank) {

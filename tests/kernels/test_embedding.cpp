@@ -137,6 +137,9 @@ std::vector<Case> all_cases() {
   cases.push_back({32, 256, 17, false});
   cases.push_back({41, 200, 67, true});
   cases.push_back({1024, 1, 5, false});  // seq 1: a single thread owns every position
+  // The forward works through columns in chunks of 256: one chunk and a short one.
+  cases.push_back({3, 11, 300, false});
+  cases.push_back({2, 7, 512, true});
   return cases;
 }
 

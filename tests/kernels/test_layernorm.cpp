@@ -131,6 +131,12 @@ std::vector<Case> all_cases() {
   cases.push_back({33, 256, 100.0});
   cases.push_back({7, 67, -100.0});
   cases.push_back({300, 768, 0.0});  // several row chunks and column tiles
+  // Widths that are a multiple of 16 take the AVX-512 rows (d 16, 256, 512; 144 leaves the
+  // weight gradient a column block of 1 vector past its blocks of 8); past 512 (528) the
+  // forward's width is a run-time count and the input gradient takes the generic loops; 520
+  // is no multiple of 16: generic loops throughout. 67 rows: an odd last row.
+  for (std::int64_t d : {16, 144, 512, 520, 528}) cases.push_back({67, d, 0.5});
+  cases.push_back({130, 256, 100.0});
   return cases;
 }
 
@@ -150,6 +156,28 @@ TEST(LayerNorm, StatisticsStayAccurateFarFromZero) {
   ASSERT_TRUE(ops::layernorm_forward(x, gamma, beta, kEps, y_t, mean_t, rstd_t).ok());
   EXPECT_TRUE(close_normwise(to_double(mean_t), mean, 1e-7)) << "mean";
   EXPECT_TRUE(close_normwise(to_double(rstd_t), rstd, 1e-6)) << "rstd";
+}
+
+// The AVX-512 rows shift by each row's first element; a row whose first element is an outlier
+// (here 1000 spreads away, as a large activation in one feature can be) must not lose the
+// variance to cancellation. Odd and even rows, so both the paired and the single row run it.
+TEST(LayerNorm, StatisticsStayAccurateWhenTheFirstElementIsAnOutlier) {
+  for (const std::int64_t d : {256, 512, 1024, 67}) {
+    const Case c{5, d, 0.0};
+    Inputs in = make_inputs(c);
+    for (std::int64_t i = 0; i < c.rows; ++i) in.x[sz(i * d)] = i % 2 == 0 ? 1000.0 : -3000.0;
+    std::vector<double> y(sz(c.rows * d)), mean(sz(c.rows)), rstd(sz(c.rows));
+    ref::layernorm_forward(in.x.data(), in.gamma.data(), in.beta.data(), c.rows, d,
+                           static_cast<double>(kEps), y.data(), mean.data(), rstd.data());
+    const Tensor x = tensor_from({c.rows, d}, in.x);
+    const Tensor gamma = tensor_from({d}, in.gamma);
+    const Tensor beta = tensor_from({d}, in.beta);
+    Tensor y_t = zeros({c.rows, d}), mean_t = zeros({c.rows}), rstd_t = zeros({c.rows});
+    ASSERT_TRUE(ops::layernorm_forward(x, gamma, beta, kEps, y_t, mean_t, rstd_t).ok());
+    EXPECT_TRUE(close_normwise(to_double(mean_t), mean, 1e-6)) << "mean, d " << d;
+    EXPECT_TRUE(close_normwise(to_double(rstd_t), rstd, 1e-6)) << "rstd, d " << d;
+    EXPECT_TRUE(close_normwise(to_double(y_t), y, 1e-5)) << "y, d " << d;
+  }
 }
 
 TEST(LayerNorm, ConstantRowNormalisesToBeta) {
