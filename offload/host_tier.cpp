@@ -3,8 +3,6 @@
 #include <cstring>
 #include <utility>
 
-#include "offload/populate.hpp"
-
 namespace spw::offload {
 
 Result<int> host_tier_node(const Topology& topology, int working_node) {
@@ -53,7 +51,6 @@ Status HostTier::load(std::uint64_t id, const std::vector<Region>& regions) {
                  "stash " + std::to_string(id) + " was stored with " +
                      std::to_string(it->second->bytes()) + " bytes, asked back into " +
                      std::to_string(total_bytes(regions)));
-  populate(regions);
   const auto* source = static_cast<const unsigned char*>(it->second->data());
   for (const Region& region : regions) {
     if (region.bytes > 0) std::memcpy(region.data, source, region.bytes);

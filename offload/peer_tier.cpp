@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "kernels/memory_ledger.hpp"
-#include "offload/populate.hpp"
 
 namespace spw::offload {
 
@@ -199,7 +198,6 @@ Status PeerTier::load(std::uint64_t id, const std::vector<Region>& regions) {
                  "stash " + std::to_string(id) + " was stored with " +
                      std::to_string(it->second.bytes) + " bytes, asked back into " +
                      std::to_string(total_bytes(regions)));
-  populate(regions);
   return transfer(false, describe(false, id), it->second.offset, regions);
 }
 

@@ -1,8 +1,9 @@
-// Mapping a load's target pages before a CPU copy fills them. Prefetch targets arrive
-// untouched (Tensor::uninitialized); a copy into them takes one page fault per 4 KiB, while
-// one madvise(MADV_POPULATE_WRITE) maps them all in the kernel: on gpt-m's peer tier the
-// engine thread's page-fault samples halved. Tiers that copy with the CPU (peer, host) call
-// it; the file tier's O_DIRECT reads map the pages in the kernel already.
+// Mapping a prefetch's target pages before the tier fills them. Targets arrive untouched
+// (Tensor::uninitialized); a copy into them takes one page fault per 4 KiB, while one
+// madvise(MADV_POPULATE_WRITE) maps them all in the kernel: on gpt-m's peer tier the engine
+// thread's page-fault samples halved. The engine calls it before every load, timed apart
+// (EngineStats::map_seconds), so the transfer's own rate stays visible; O_DIRECT reads
+// would map the pages in the kernel anyway.
 #pragma once
 
 #include <vector>
