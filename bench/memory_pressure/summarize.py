@@ -54,8 +54,9 @@ def best_ceilings(measured):
             return c
         return max((get(c) for c in measured), key=lambda f: f["gb_per_s"])
     best = json.loads(json.dumps(measured[0]))
-    for key in ("memcpy", "mpi_p2p", "mpi_get", "mpi_put"):
-        best[key] = pick(key)
+    for key in ("memcpy", "mpi_p2p", "mpi_get", "mpi_put", "mpi_put_first"):
+        if all(key in c for c in measured):  # mpi_put_first: bench_ceilings since 2026-11-25
+            best[key] = pick(key)
     for streams in ("one_stream", "two_streams_per_stream"):
         for what in ("write", "read", "write_read"):
             best["file"][streams][what] = pick("file", streams, what)
@@ -216,7 +217,11 @@ def markdown(results, ceilings):
               f"| memcpy, {c['memcpy']['bytes'] >> 20} MiB, 1 thread | {gb(c['memcpy'])} |",
               f"| MPI point-to-point one way, {c['mpi_p2p']['bytes'] >> 20} MiB | {gb(c['mpi_p2p'])} |",
               f"| MPI_Get, passive target, osc {c['osc'] or 'default'} | {gb(c['mpi_get'])} |",
-              f"| MPI_Put, passive target, osc {c['osc'] or 'default'} | {gb(c['mpi_put'])} |",
+              f"| MPI_Put, passive target, osc {c['osc'] or 'default'} | {gb(c['mpi_put'])} |"]
+    if "mpi_put_first" in c:
+        lines += [f"| MPI_Put into a window not touched before (first-touch page faults) | "
+                  f"{gb(c['mpi_put_first'])} |"]
+    lines += [
               f"| storage write / read, 1 stream ({c['file']['dir']}, "
               f"{'O_DIRECT' if c['file']['o_direct'] else 'page cache'}) | "
               f"{gb(f1['write'])} / {gb(f1['read'])} |",
