@@ -41,6 +41,16 @@ std::string Shape::to_string() const {
 
 Result<Tensor> Tensor::zeros(const Shape& shape, MemoryCategory category,
                              MemoryPlacement placement) {
+  return allocated(shape, category, placement, FirstTouch::parallel_zero);
+}
+
+Result<Tensor> Tensor::uninitialized(const Shape& shape, MemoryCategory category,
+                                     MemoryPlacement placement) {
+  return allocated(shape, category, placement, FirstTouch::none);
+}
+
+Result<Tensor> Tensor::allocated(const Shape& shape, MemoryCategory category,
+                                 MemoryPlacement placement, FirstTouch first_touch) {
   for (int i = 0; i < shape.rank(); ++i) {
     if (shape[i] < 0) {
       return error(StatusCode::invalid_argument,
@@ -49,7 +59,7 @@ Result<Tensor> Tensor::zeros(const Shape& shape, MemoryCategory category,
   }
   const auto bytes = static_cast<std::size_t>(shape.numel()) * sizeof(float);
   SPW_ASSIGN_OR_RETURN(auto allocation,
-                       allocate(bytes, category, placement, FirstTouch::parallel_zero));
+                       allocate(bytes, category, placement, first_touch));
   Tensor tensor;
   tensor.data_ = static_cast<float*>(allocation->data());
   tensor.storage_ = std::move(allocation);

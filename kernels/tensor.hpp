@@ -44,6 +44,11 @@ class Tensor {
   // `category`. Fails on negative dimensions, the memory cap, or out-of-memory.
   static Result<Tensor> zeros(const Shape& shape, MemoryCategory category,
                               MemoryPlacement placement = {});
+  // As zeros, but with the pages left untouched and the contents undefined: for memory that
+  // is overwritten whole at once (a stash coming back from the offload tier), so the caller's
+  // thread does not zero it first.
+  static Result<Tensor> uninitialized(const Shape& shape, MemoryCategory category,
+                                      MemoryPlacement placement = {});
   // A non-owning view of caller memory (the caller keeps it alive).
   static Tensor borrow(float* data, const Shape& shape);
 
@@ -68,6 +73,9 @@ class Tensor {
   Status copy_from(const Tensor& source);
 
  private:
+  static Result<Tensor> allocated(const Shape& shape, MemoryCategory category,
+                                  MemoryPlacement placement, FirstTouch first_touch);
+
   std::shared_ptr<Allocation> storage_;
   float* data_ = nullptr;
   Shape shape_;

@@ -15,6 +15,7 @@
 
 #include "kernels/topology.hpp"
 #include "offload/crc32c.hpp"
+#include "offload/populate.hpp"
 
 namespace spw::offload {
 
@@ -230,6 +231,14 @@ Status OffloadEngine::execute_prefetch(const Request& request, bool stored,
   if (!stored)
     return error(StatusCode::internal,
                  what + ": nothing is stored (its evict failed; wait() on it reported why)");
+  const auto start = std::chrono::steady_clock::now();
+  const double cpu_start = thread_cpu_seconds();
+  populate(request.regions);
+  {
+    std::lock_guard lock(mutex_);
+    stats_.map_seconds += seconds_since(start);
+    stats_.map_cpu_seconds += thread_cpu_seconds() - cpu_start;
+  }
   Status status = tier_->load(request.id, request.regions);
   tier_->drop(request.id);
   if (!status.ok()) return status.with_context(what);

@@ -35,6 +35,9 @@ struct EngineStats {
   // The engine thread's CPU time on them: below the seconds above by what it spent waiting
   // for its core (shared with compute), for storage or for the peer.
   double evict_cpu_seconds = 0, prefetch_cpu_seconds = 0;
+  // Of the prefetch figures: mapping the targets' untouched pages before the copy (populate),
+  // work the compute thread did when it zeroed them; the rest is the transfer itself.
+  double map_seconds = 0, map_cpu_seconds = 0;
   std::uint64_t evictions = 0, prefetches = 0;
 };
 

@@ -1,6 +1,7 @@
 #include "offload/file_tier.hpp"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 namespace spw::offload {
 
@@ -102,76 +104,184 @@ FileTier::~FileTier() {
   for (auto& [id, file] : files_) ::close(file.fd);
 }
 
-Status FileTier::write_block(int fd, std::size_t length, std::size_t offset, std::uint64_t id) {
-  const auto* data = static_cast<const unsigned char*>(staging_->data());
-  for (std::size_t done = 0; done < length;) {
-    const ssize_t n = ::pwrite(fd, data + done, length - done, static_cast<off_t>(offset + done));
-    if (n > 0) {
-      done += static_cast<std::size_t>(n);
-      continue;
-    }
-    const int err = n < 0 ? errno : ENOSPC;  // a write of nothing means the device is full
-    if (err == EINTR) continue;
-    return error(StatusCode::io_error,
-                 "writing stash " + std::to_string(id) + " to a file in " + dir_ + " failed at byte " +
-                     std::to_string(offset + done) + " (" + std::strerror(err) +
-                     "): free space there or set offload.dir to a larger file system");
+FileTier::File FileTier::lay_out(const std::vector<Region>& regions) const {
+  // Without O_DIRECT any address and offset will do: every byte is body.
+  const std::size_t unit = direct_ ? kBlock : 1;
+  File file;
+  file.pieces.reserve(regions.size());
+  std::size_t body_end = 0;
+  for (const Region& region : regions) {
+    Piece piece;
+    piece.bytes = region.bytes;
+    const std::size_t phase = reinterpret_cast<std::uintptr_t>(region.data) % unit;
+    piece.head = std::min(region.bytes, (unit - phase) % unit);
+    piece.body = (region.bytes - piece.head) / unit * unit;
+    piece.body_offset = body_end;
+    body_end += piece.body;
+    file.bytes += region.bytes;
+    file.pieces.push_back(piece);
   }
-  return Status::success();
+  for (Piece& piece : file.pieces) {
+    piece.small_offset = body_end + file.small_bytes;
+    file.small_bytes += piece.bytes - piece.body;
+  }
+  return file;
 }
 
-Status FileTier::read_block(int fd, std::size_t length, std::size_t offset, std::uint64_t id) {
-  auto* data = static_cast<unsigned char*>(staging_->data());
-  for (std::size_t done = 0; done < length;) {
-    const ssize_t n = ::pread(fd, data + done, length - done, static_cast<off_t>(offset + done));
+namespace {
+
+// One pwritev / preadv moves at most this much, well under the kernel's ~2 GiB per call.
+constexpr std::size_t kMaxCall = std::size_t{1} << 30;
+
+// Drops the first `n` bytes of `iov` from position `first` on; returns the new first entry.
+std::size_t advance(std::vector<struct iovec>& iov, std::size_t first, std::size_t n) {
+  while (n > 0 && first < iov.size()) {
+    const std::size_t step = std::min(n, iov[first].iov_len);
+    iov[first].iov_base = static_cast<unsigned char*>(iov[first].iov_base) + step;
+    iov[first].iov_len -= step;
+    n -= step;
+    if (iov[first].iov_len == 0) ++first;
+  }
+  return first;
+}
+
+// The entries from `first` on that one call takes: at most IOV_MAX and about kMaxCall bytes.
+int batch(const std::vector<struct iovec>& iov, std::size_t first) {
+  std::size_t count = 0, bytes = 0;
+  while (first + count < iov.size() && count < IOV_MAX && bytes < kMaxCall)
+    bytes += iov[first + count++].iov_len;
+  return static_cast<int>(count);
+}
+
+// Moves all of `iov` at file offset `offset`; the offset where it stopped and errno (ENOSPC
+// for a write of nothing, ENODATA for a read past the end) on failure.
+int move_all(bool write, int fd, std::vector<struct iovec>& iov, std::size_t& offset) {
+  std::size_t first = advance(iov, 0, 0);
+  while (first < iov.size()) {
+    const int count = batch(iov, first);
+    const ssize_t n = write ? ::pwritev(fd, &iov[first], count, static_cast<off_t>(offset))
+                            : ::preadv(fd, &iov[first], count, static_cast<off_t>(offset));
     if (n > 0) {
-      done += static_cast<std::size_t>(n);
+      offset += static_cast<std::size_t>(n);
+      first = advance(iov, first, static_cast<std::size_t>(n));
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    return error(StatusCode::io_error,
-                 "reading stash " + std::to_string(id) + " from its file in " + dir_ +
-                     " failed at byte " + std::to_string(offset + done) + " (" +
-                     (n < 0 ? std::strerror(errno) : "the file is shorter than written") + ")");
+    return n < 0 ? errno : write ? ENOSPC : ENODATA;  // a write of nothing: the device is full
   }
-  return Status::success();
+  return 0;
+}
+
+}  // namespace
+
+Status FileTier::write_all(int fd, std::vector<struct iovec> iov, std::size_t offset,
+                           std::uint64_t id) {
+  const int err = move_all(true, fd, iov, offset);
+  if (err == 0) return Status::success();
+  return error(StatusCode::io_error,
+               "writing stash " + std::to_string(id) + " to a file in " + dir_ + " failed at byte " +
+                   std::to_string(offset) + " (" + std::strerror(err) +
+                   "): free space there or set offload.dir to a larger file system");
+}
+
+Status FileTier::read_all(int fd, std::vector<struct iovec> iov, std::size_t offset,
+                          std::uint64_t id) {
+  const int err = move_all(false, fd, iov, offset);
+  if (err == 0) return Status::success();
+  return error(StatusCode::io_error,
+               "reading stash " + std::to_string(id) + " from its file in " + dir_ +
+                   " failed at byte " + std::to_string(offset) + " (" +
+                   (err == ENODATA ? "the file is shorter than written" : std::strerror(err)) + ")");
+}
+
+// Heads and rests, packed back to back through staging. Each staging block goes out whole
+// (zero-padded at the end), which keeps every O_DIRECT write aligned.
+Status FileTier::move_small(bool write, const File& file, const std::vector<Region>& regions,
+                            std::uint64_t id) {
+  if (file.small_bytes == 0) return Status::success();
+  const std::size_t start = file.pieces.front().small_offset;
+  auto* staging = static_cast<unsigned char*>(staging_->data());
+  std::size_t block = write ? staging_->bytes() : 0;  // bytes of staging in use
+  std::size_t used = 0, done = 0;                     // of the block; of the section
+  for (std::size_t i = 0; i < regions.size(); ++i) {
+    const Piece& piece = file.pieces[i];
+    auto* data = static_cast<unsigned char*>(regions[i].data);
+    const std::pair<unsigned char*, std::size_t> parts[] = {
+        {data, piece.head},
+        {data + piece.head + piece.body, piece.bytes - piece.head - piece.body}};
+    for (const auto& [bytes, length] : parts) {
+      for (std::size_t copied = 0; copied < length;) {
+        if (!write && used == block) {
+          block = std::min(staging_->bytes(), round_up(file.small_bytes - done));
+          SPW_TRY(read_all(file.fd, {{staging, block}}, start + done, id));
+          used = 0;
+        }
+        const std::size_t n = std::min(block - used, length - copied);
+        if (write) std::memcpy(staging + used, bytes + copied, n);
+        else std::memcpy(bytes + copied, staging + used, n);
+        used += n;
+        copied += n;
+        done += n;
+        if (write && used == block) {
+          SPW_TRY(write_all(file.fd, {{staging, block}}, start + done - block, id));
+          used = 0;
+        }
+      }
+    }
+  }
+  if (!write || used == 0) return Status::success();
+  std::memset(staging + used, 0, round_up(used) - used);
+  return write_all(file.fd, {{staging, round_up(used)}}, start + done - used, id);
+}
+
+// Pages whose memory is aligned as they were at store move straight into place, consecutive
+// ones in one call; the others come through staging.
+Status FileTier::read_bodies(const File& file, const std::vector<Region>& regions,
+                             std::uint64_t id) {
+  const std::size_t unit = direct_ ? kBlock : 1;
+  std::vector<struct iovec> run;
+  std::size_t run_offset = 0;
+  auto* staging = static_cast<unsigned char*>(staging_->data());
+  for (std::size_t i = 0; i < regions.size(); ++i) {
+    const Piece& piece = file.pieces[i];
+    if (piece.body == 0) continue;
+    auto* body = static_cast<unsigned char*>(regions[i].data) + piece.head;
+    if (reinterpret_cast<std::uintptr_t>(body) % unit == 0) {
+      if (run.empty()) run_offset = piece.body_offset;
+      run.push_back({body, piece.body});
+      continue;
+    }
+    SPW_TRY(read_all(file.fd, std::exchange(run, {}), run_offset, id));
+    for (std::size_t copied = 0; copied < piece.body;) {
+      const std::size_t n = std::min(staging_->bytes(), piece.body - copied);
+      SPW_TRY(read_all(file.fd, {{staging, n}}, piece.body_offset + copied, id));
+      std::memcpy(body + copied, staging, n);
+      copied += n;
+    }
+  }
+  return read_all(file.fd, std::move(run), run_offset, id);
 }
 
 Status FileTier::store(std::uint64_t id, const std::vector<Region>& regions) {
   drop(id);
-  const int fd = open_file(direct_);
-  if (fd < 0)
+  File file = lay_out(regions);
+  file.fd = open_file(direct_);
+  if (file.fd < 0)
     return error(StatusCode::io_error, "cannot create a stash file in " + dir_ + " (" +
-                                           std::strerror(-fd) + ")");
-  // Regions are packed back to back; each staging block goes out whole (zero-padded at the
-  // end), which keeps every O_DIRECT write aligned.
-  const std::size_t block = staging_->bytes();
-  auto* staging = static_cast<unsigned char*>(staging_->data());
-  std::size_t filled = 0, offset = 0;
-  for (const Region& region : regions) {
-    const auto* source = static_cast<const unsigned char*>(region.data);
-    for (std::size_t copied = 0; copied < region.bytes;) {
-      const std::size_t n = std::min(block - filled, region.bytes - copied);
-      std::memcpy(staging + filled, source + copied, n);
-      filled += n;
-      copied += n;
-      if (filled < block) continue;
-      if (Status s = write_block(fd, block, offset, id); !s.ok()) {
-        ::close(fd);  // the file has no name: closing frees what was written
-        return s;
-      }
-      offset += block;
-      filled = 0;
-    }
+                                           std::strerror(-file.fd) + ")");
+  std::vector<struct iovec> bodies;
+  for (std::size_t i = 0; i < regions.size(); ++i) {
+    const Piece& piece = file.pieces[i];
+    if (piece.body > 0)
+      bodies.push_back({static_cast<unsigned char*>(regions[i].data) + piece.head, piece.body});
   }
-  if (filled > 0) {
-    std::memset(staging + filled, 0, round_up(filled) - filled);
-    if (Status s = write_block(fd, round_up(filled), offset, id); !s.ok()) {
-      ::close(fd);
-      return s;
-    }
+  Status status = write_all(file.fd, std::move(bodies), 0, id);
+  if (status.ok()) status = move_small(true, file, regions, id);
+  if (!status.ok()) {
+    ::close(file.fd);  // the file has no name: closing frees what was written
+    return status;
   }
-  files_[id] = File{fd, total_bytes(regions)};
+  files_[id] = std::move(file);
   return Status::success();
 }
 
@@ -180,30 +290,18 @@ Status FileTier::load(std::uint64_t id, const std::vector<Region>& regions) {
   if (it == files_.end())
     return error(StatusCode::internal, "file tier holds no stash " + std::to_string(id));
   const File& file = it->second;
-  if (total_bytes(regions) != file.bytes)
+  bool same = regions.size() == file.pieces.size();
+  for (std::size_t i = 0; same && i < regions.size(); ++i)
+    same = regions[i].bytes == file.pieces[i].bytes;
+  if (!same)
     return error(StatusCode::invalid_argument,
-                 "stash " + std::to_string(id) + " was stored with " + std::to_string(file.bytes) +
-                     " bytes, asked back into " + std::to_string(total_bytes(regions)));
-  const std::size_t block = staging_->bytes();
-  const auto* staging = static_cast<const unsigned char*>(staging_->data());
-  std::size_t available = 0, used = 0, offset = 0;
-  for (const Region& region : regions) {
-    auto* target = static_cast<unsigned char*>(region.data);
-    for (std::size_t copied = 0; copied < region.bytes;) {
-      if (used == available) {
-        const std::size_t length = std::min(block, round_up(file.bytes - offset));
-        SPW_TRY(read_block(file.fd, length, offset, id));
-        offset += length;
-        available = length;
-        used = 0;
-      }
-      const std::size_t n = std::min(available - used, region.bytes - copied);
-      std::memcpy(target + copied, staging + used, n);
-      used += n;
-      copied += n;
-    }
-  }
-  return Status::success();
+                 "stash " + std::to_string(id) + " was stored as " +
+                     std::to_string(file.pieces.size()) + " regions of " +
+                     std::to_string(file.bytes) + " bytes, asked back into " +
+                     std::to_string(regions.size()) + " of " +
+                     std::to_string(total_bytes(regions)) + " (each region its stored size)");
+  SPW_TRY(read_bodies(file, regions, id));
+  return move_small(false, file, regions, id);
 }
 
 void FileTier::drop(std::uint64_t id) {
@@ -216,6 +314,17 @@ void FileTier::drop(std::uint64_t id) {
 std::string FileTier::file_of(std::uint64_t id) const {
   auto it = files_.find(id);
   return it == files_.end() ? "" : "/proc/self/fd/" + std::to_string(it->second.fd);
+}
+
+std::int64_t FileTier::file_offset_of(std::uint64_t id, std::size_t region, std::size_t byte) const {
+  auto it = files_.find(id);
+  if (it == files_.end() || region >= it->second.pieces.size()) return -1;
+  const Piece& piece = it->second.pieces[region];
+  if (byte >= piece.bytes) return -1;
+  std::size_t at = piece.small_offset + byte;  // in the head
+  if (byte >= piece.head + piece.body) at = piece.small_offset + byte - piece.body;  // the rest
+  else if (byte >= piece.head) at = piece.body_offset + byte - piece.head;
+  return static_cast<std::int64_t>(at);
 }
 
 Result<std::unique_ptr<Tier>> make_file_tier(const std::string& dir) {

@@ -472,10 +472,11 @@ Status PipelineExecutor::prefetch(int mb, int chunk) {
   std::size_t needed = 0;
   for (const auto& entry : s->offloaded) needed += static_cast<std::size_t>(entry.second.numel()) * 4;
   SPW_TRY(make_room(needed));
-  // Give the stash its memory back, tensor by tensor in eviction order, then fill it.
+  // Give the stash its memory back, tensor by tensor in eviction order, then fill it. The
+  // engine overwrites every byte: zeroing first would only cost this thread's time.
   std::vector<Tensor*> targets;
   for (auto& [tensor, shape] : s->offloaded) {
-    SPW_ASSIGN_OR_RETURN(*tensor, Tensor::zeros(shape, MemoryCategory::stash));
+    SPW_ASSIGN_OR_RETURN(*tensor, Tensor::uninitialized(shape, MemoryCategory::stash));
     targets.push_back(tensor);
   }
   s->offloaded.clear();

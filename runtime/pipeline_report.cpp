@@ -119,6 +119,8 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
   mine.push_back(offload.engine.prefetch_cpu_seconds);
   mine.push_back(offload.engine_pu);
   mine.push_back(offload.engine_shares_core ? 1 : 0);
+  mine.push_back(offload.engine.map_seconds);
+  mine.push_back(offload.engine.map_cpu_seconds);
   mine.push_back(median_after_first(sent));
   const LedgerSnapshot memory = MemoryLedger::process().snapshot();
   mine.push_back(static_cast<double>(memory.peak_total));
@@ -147,7 +149,7 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
   auto at = [&](int rank, std::size_t i) { return all[static_cast<std::size_t>(rank) * stride + i]; };
   const std::size_t medians = 2 * steps;
   const std::size_t offload_at = medians + 4;
-  const std::size_t sent_at = offload_at + 10;
+  const std::size_t sent_at = offload_at + 12;
   const std::size_t memory_at = sent_at + 1;
   const std::size_t rss_at = memory_at + 1 + kMemoryCategoryCount;
   const std::size_t chunks_at = rss_at + 1;
@@ -188,6 +190,8 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
                        {"prefetch_cpu_seconds", at(r, offload_at + 7)},
                        {"engine_pu", static_cast<int>(at(r, offload_at + 8))},
                        {"engine_shares_core", at(r, offload_at + 9) != 0},
+                       {"prefetch_map_seconds", at(r, offload_at + 10)},
+                       {"prefetch_map_cpu_seconds", at(r, offload_at + 11)},
                        {"engine_binding", engine_binding[static_cast<std::size_t>(r)]}}},
                      {"sent_bytes_per_step", at(r, sent_at)},
                      {"peak_bytes", static_cast<std::size_t>(at(r, memory_at))},

@@ -5,10 +5,13 @@
 //   mpi_p2p       one-way bandwidth between ranks 0 and 1: half a ping-pong of `bytes`
 //   mpi_get/put   rank 0 reads/writes `bytes` of rank 1's window under a shared passive-target
 //                 lock, as the peer tier loads and stores a stash
+//   mpi_put_first the same MPI_Put into a window nobody has touched yet (a new one each
+//                 repetition): what page faults cost a first store, which the peer tier now
+//                 pays at creation
 //   file          sequential pwrite then pread of `file_bytes` in `block`-sized pieces from a
 //                 page-aligned buffer, O_DIRECT where the file system takes it, into an unnamed
-//                 file in `dir`: the file tier's I/O without its copies; one stream (rank 0)
-//                 and both ranks at once
+//                 file in `dir`: the device's sequential rate, as the file tier uses it; one
+//                 stream (rank 0) and both ranks at once
 // Each figure is the median over `reps` repetitions (and the best one beside it), in GB/s
 // (1e9 bytes/s). Rank 0 writes the JSON to --out.
 //   bench_ceilings --out FILE --dir DIR [--bytes N] [--file-bytes N] [--block N] [--reps N]
@@ -133,6 +136,33 @@ Figure measure_p2p(const Options& o, int rank) {
       }
     }
     if (i >= 0) f.seconds.push_back((now() - t) / 2);
+  }
+  return f;
+}
+
+// Rank 0 writes all of a window rank 1 has just lent, untouched, in one lock epoch; a new
+// window each repetition.
+Figure measure_first_put(const Options& o, int rank) {
+  Figure f;
+  f.bytes = o.bytes;
+  const int n = count_of(o.bytes);
+  Buffer local = make_buffer(o.bytes, 7);
+  for (int i = 0; i < o.reps; ++i) {
+    void* base = nullptr;
+    MPI_Win window = MPI_WIN_NULL;
+    check(MPI_Win_allocate(rank == 1 ? static_cast<MPI_Aint>(o.bytes) : 0, 1, MPI_INFO_NULL,
+                           MPI_COMM_WORLD, &base, &window),
+          "MPI_Win_allocate");
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+      const double t = now();
+      check(MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, window), "MPI_Win_lock");
+      check(MPI_Put(local.get(), n, MPI_BYTE, 1, 0, n, MPI_BYTE, window), "MPI_Put");
+      check(MPI_Win_unlock(1, window), "MPI_Win_unlock");
+      f.seconds.push_back(now() - t);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Win_free(&window);
   }
   return f;
 }
@@ -295,6 +325,7 @@ int main(int argc, char** argv) {
   const Figure p2p = measure_p2p(o, rank);
   const Figure get = measure_rma(o, rank, false);
   const Figure put = measure_rma(o, rank, true);
+  const Figure first_put = measure_first_put(o, rank);
   bool direct = false;
   const nlohmann::json one_stream = measure_file(o, rank, 1, direct);
   const nlohmann::json two_streams = measure_file(o, rank, 2, direct);
@@ -309,6 +340,7 @@ int main(int argc, char** argv) {
         {"mpi_p2p", p2p.json()},
         {"mpi_get", get.json()},
         {"mpi_put", put.json()},
+        {"mpi_put_first", first_put.json()},
         {"osc", osc != nullptr ? osc : ""},
         {"file",
          {{"dir", o.dir},

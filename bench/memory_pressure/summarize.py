@@ -54,8 +54,9 @@ def best_ceilings(measured):
             return c
         return max((get(c) for c in measured), key=lambda f: f["gb_per_s"])
     best = json.loads(json.dumps(measured[0]))
-    for key in ("memcpy", "mpi_p2p", "mpi_get", "mpi_put"):
-        best[key] = pick(key)
+    for key in ("memcpy", "mpi_p2p", "mpi_get", "mpi_put", "mpi_put_first"):
+        if all(key in c for c in measured):  # mpi_put_first: bench_ceilings since 2026-11-25
+            best[key] = pick(key)
     for streams in ("one_stream", "two_streams_per_stream"):
         for what in ("write", "read", "write_read"):
             best["file"][streams][what] = pick("file", streams, what)
@@ -112,16 +113,21 @@ def collect(out):
                 "bytes_evicted": o["bytes_evicted"], "bytes_prefetched": o["bytes_prefetched"],
                 "evict_seconds": o["evict_seconds"], "prefetch_seconds": o["prefetch_seconds"],
                 "engine_cpu_seconds": o.get("evict_cpu_seconds", 0) + o.get("prefetch_cpu_seconds", 0),
+                # mapping prefetch targets' pages: allocation work, not transfer
+                "map_seconds": o.get("prefetch_map_seconds", 0),
+                "map_cpu_seconds": o.get("prefetch_map_cpu_seconds", 0),
                 "wait_seconds_per_step": o["wait_seconds_per_step"],
                 "failed_evictions": o["failed_evictions"],
             })
         moved = sum(r["bytes_evicted"] + r["bytes_prefetched"] for r in per_rank)
-        engine_s = sum(r["evict_seconds"] + r["prefetch_seconds"] for r in per_rank)
-        engine_cpu_s = sum(r["engine_cpu_seconds"] for r in per_rank)
+        map_s = sum(r["map_seconds"] for r in per_rank)
+        map_cpu_s = sum(r["map_cpu_seconds"] for r in per_rank)
+        engine_s = sum(r["evict_seconds"] + r["prefetch_seconds"] for r in per_rank) - map_s
+        engine_cpu_s = sum(r["engine_cpu_seconds"] for r in per_rank) - map_cpu_s
         ev = sum(r["bytes_evicted"] for r in per_rank)
         ev_s = sum(r["evict_seconds"] for r in per_rank)
         pf = sum(r["bytes_prefetched"] for r in per_rank)
-        pf_s = sum(r["prefetch_seconds"] for r in per_rank)
+        pf_s = sum(r["prefetch_seconds"] for r in per_rank) - map_s
         rss = [r["peak_rss_bytes"] for r in per_rank if r["peak_rss_bytes"] is not None]
         row.update(
             status="ok",
@@ -139,6 +145,7 @@ def collect(out):
             cpu_gb_per_s=moved / engine_cpu_s / 1e9 if engine_cpu_s > 0 else None,
             evict_gb_per_s=ev / ev_s / 1e9 if ev_s > 0 else None,
             prefetch_gb_per_s=pf / pf_s / 1e9 if pf_s > 0 else None,
+            map_s_per_step=max(r["map_seconds"] for r in per_rank) / report["steps"],
             wait_s_per_step=max(r["wait_seconds_per_step"] for r in per_rank),
             failed_evictions=sum(r["failed_evictions"] for r in per_rank),
             ranks=per_rank,
@@ -176,12 +183,14 @@ def cap_label(r):
 
 def markdown(results, ceilings):
     lines = ["| model | tier | cap | look-ahead | iteration (s) | vs none | peak MiB | stash MiB "
-             "| staging MiB | RSS MiB | moved GiB | transfer GB/s | per CPU s | wait s/step | load |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| staging MiB | RSS MiB | moved GiB | transfer GB/s | per CPU s | map s/step | wait s/step "
+             "| load |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
+             "| --- |"]
     for r in results:
         if r["status"] == "skipped":
             lines.append(f"| {r.get('model') or 'all'} | {r['tier']} | | | skipped: {r['message']} "
-                         "| | | | | | | | | | |")
+                         "| | | | | | | | | | | |")
             continue
         la = r["lookahead"] if r["tier"] != "none" else ""
         if r["status"] == "failed":
@@ -189,7 +198,7 @@ def markdown(results, ceilings):
             if len(msg) > 140:
                 msg = msg[:137] + "..."
             lines.append(f"| {r['model']} | {r['tier']} | {cap_label(r)} | {la} | did not run: {msg} "
-                         f"| | | | | | | | | | {fmt(r['load_at_start'], '.1f')} |")
+                         f"| | | | | | | | | | | {fmt(r['load_at_start'], '.1f')} |")
             continue
         lines.append(
             f"| {r['model']} | {r['tier']} | {cap_label(r)} | {la} | {r['iteration_s']:.2f} | "
@@ -197,7 +206,7 @@ def markdown(results, ceilings):
             f"{r['stash_bytes'] / MIB:.0f} | {r['staging_bytes'] / MIB:.0f} | "
             f"{fmt(r['rss_bytes'] and r['rss_bytes'] / MIB, '.0f')} | "
             f"{r['bytes_moved'] / (1 << 30):.2f} | {fmt(r['transfer_gb_per_s'], '.2f')} | "
-            f"{fmt(r['cpu_gb_per_s'], '.2f')} | "
+            f"{fmt(r['cpu_gb_per_s'], '.2f')} | {r['map_s_per_step']:.3f} | "
             f"{r['wait_s_per_step']:.3f} | {fmt(r['load_at_start'], '.1f')} |")
     c = ceilings
     f1, f2 = c["file"]["one_stream"], c["file"]["two_streams_per_stream"]
@@ -208,7 +217,11 @@ def markdown(results, ceilings):
               f"| memcpy, {c['memcpy']['bytes'] >> 20} MiB, 1 thread | {gb(c['memcpy'])} |",
               f"| MPI point-to-point one way, {c['mpi_p2p']['bytes'] >> 20} MiB | {gb(c['mpi_p2p'])} |",
               f"| MPI_Get, passive target, osc {c['osc'] or 'default'} | {gb(c['mpi_get'])} |",
-              f"| MPI_Put, passive target, osc {c['osc'] or 'default'} | {gb(c['mpi_put'])} |",
+              f"| MPI_Put, passive target, osc {c['osc'] or 'default'} | {gb(c['mpi_put'])} |"]
+    if "mpi_put_first" in c:
+        lines += [f"| MPI_Put into a window not touched before (first-touch page faults) | "
+                  f"{gb(c['mpi_put_first'])} |"]
+    lines += [
               f"| storage write / read, 1 stream ({c['file']['dir']}, "
               f"{'O_DIRECT' if c['file']['o_direct'] else 'page cache'}) | "
               f"{gb(f1['write'])} / {gb(f1['read'])} |",
@@ -427,7 +440,7 @@ CSV_FIELDS = ["name", "model", "tier", "cap_fraction", "cap_bytes", "lookahead",
               "iteration_s", "iteration_ratio", "tokens_per_s", "peak_bytes", "stash_bytes",
               "staging_bytes", "rss_bytes", "stash_cut", "bytes_moved", "engine_seconds",
               "transfer_gb_per_s", "evict_gb_per_s", "prefetch_gb_per_s", "engine_cpu_seconds",
-              "cpu_gb_per_s", "wait_s_per_step",
+              "cpu_gb_per_s", "map_s_per_step", "wait_s_per_step",
               "rank0_peak_bytes", "rank1_peak_bytes", "rank0_rss_bytes", "rank1_rss_bytes",
               "load_at_start", "message"]
 

@@ -1,7 +1,12 @@
 #include <gtest/gtest.h>
 #include <hwloc.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <vector>
 
 #include "kernels/numa_allocator.hpp"
+#include "kernels/tensor.hpp"
 #include "kernels/topology.hpp"
 
 namespace spw {
@@ -97,6 +102,33 @@ TEST(Topology, SyntheticDescriptionErrorsNameTheText) {
   auto topology = Topology::synthetic("pack:two");
   ASSERT_FALSE(topology.ok());
   EXPECT_NE(topology.status().message().find("'pack:two'"), std::string::npos);
+}
+
+// Pages of [data, data + bytes) in memory (mincore).
+std::size_t resident_pages(const void* data, std::size_t bytes) {
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  const auto start = reinterpret_cast<std::uintptr_t>(data) / page * page;
+  const std::size_t length = reinterpret_cast<std::uintptr_t>(data) + bytes - start;
+  std::vector<unsigned char> in((length + page - 1) / page);
+  if (::mincore(reinterpret_cast<void*>(start), length, in.data()) != 0) return 0;
+  std::size_t count = 0;
+  for (unsigned char r : in) count += r & 1;
+  return count;
+}
+
+// An uninitialized tensor is accounted as zeros is, but its pages stay untouched for
+// whoever fills it (the offload engine bringing a stash back).
+TEST(Tensor, UninitializedIsAccountedButLeftUntouched) {
+  const Shape shape{256, 2048};  // 2 MiB
+  const std::size_t before = MemoryLedger::process().snapshot().current_of(MemoryCategory::stash);
+  auto zeros = Tensor::zeros(shape, MemoryCategory::stash);
+  auto fresh = Tensor::uninitialized(shape, MemoryCategory::stash);
+  ASSERT_TRUE(zeros.ok() && fresh.ok());
+  EXPECT_EQ(fresh->shape(), shape);
+  EXPECT_EQ(MemoryLedger::process().snapshot().current_of(MemoryCategory::stash),
+            before + 2 * fresh->bytes());
+  EXPECT_EQ(resident_pages(zeros->data(), zeros->bytes()), zeros->bytes() / 4096);
+  EXPECT_EQ(resident_pages(fresh->data(), fresh->bytes()), 0u);
 }
 
 }  // namespace

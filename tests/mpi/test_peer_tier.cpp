@@ -1,10 +1,14 @@
 // The peer tier under mpiexec (2 and 4 ranks): stashes really land in the peer's window at
 // the client's range and come back equal; several clients share one peer without overlap;
 // a wrong argument or a rank that cannot lend under its cap fails every rank alike; a stash
-// beyond the capacity is refused with the numbers. Every test is collective.
+// beyond the capacity is refused with the numbers; the lent window is in memory from
+// creation. Every test is collective.
 #include <gtest/gtest.h>
 #include <mpi.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -82,6 +86,30 @@ TEST(PeerTier, StashesLandInTheNextRanksWindowAndComeBack) {
     EXPECT_EQ(stashes[id], pattern(rank, id, sizes[id])) << "stash " << id;
   }
   EXPECT_EQ(engine->stats().prefetches, sizes.size());
+}
+
+// Pages are mapped at first touch: the clients write their ranges at creation, so no stash
+// pays for it. Every page of the window a rank lends is in memory before any store.
+TEST(PeerTier, TheLentWindowIsInMemoryFromCreation) {
+  const int rank = rank_of(), size = size_of();
+  const std::size_t capacity = std::size_t{8} << 20;
+  auto tier = make_peer_tier(MPI_COMM_WORLD, (rank + 1) % size, capacity);
+  ASSERT_TRUE(tier.ok()) << tier.status().message();
+  MPI_Barrier(MPI_COMM_WORLD);  // every client has written its range
+  const auto& peer_tier = static_cast<const PeerTier&>(**tier);
+  void* base = nullptr;
+  int found = 0;
+  MPI_Win_get_attr(peer_tier.window(), MPI_WIN_BASE, &base, &found);
+  ASSERT_TRUE(found);
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  const auto start = reinterpret_cast<std::uintptr_t>(base) / page * page;
+  const std::size_t length = reinterpret_cast<std::uintptr_t>(base) + peer_tier.lent_bytes() - start;
+  std::vector<unsigned char> resident((length + page - 1) / page);
+  ASSERT_EQ(::mincore(reinterpret_cast<void*>(start), length, resident.data()), 0);
+  std::size_t missing = 0;
+  for (unsigned char r : resident) missing += (r & 1) == 0 ? 1 : 0;
+  EXPECT_EQ(missing, 0u) << "of " << resident.size() << " pages of rank " << rank << "'s window";
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 TEST(PeerTier, ClientsOfOnePeerGetDisjointRanges) {
