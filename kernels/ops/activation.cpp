@@ -24,7 +24,7 @@ namespace {
 //   x Φ(x) = max(x, 0) - t Q(t)
 // and Q = 2^L(t) with L = log2 Q: no 1/2 + ... that cancels towards 0 on the left. L is smooth
 // on t >= 0 (Φ's complex zeros lie at Re(t) < 0) and is fitted by polynomials of degree 4 on
-// 16 intervals of t (gelu_tables.hpp, made by tools/fit_gelu_tables.py); 2^L is a degree-4
+// 16 intervals of t (gelu_tables.hpp, made by kernels/ops/fit_gelu_tables.py); 2^L is a degree-4
 // polynomial scaled by vscalefps, which also rounds results in the subnormal range properly.
 // The interval index is the exponent and two mantissa bits of t + 1, so on AVX-512 each
 // coefficient is one vpermps from a 16-entry table. Measured against long double erfc on
