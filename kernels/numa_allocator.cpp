@@ -114,4 +114,13 @@ Result<std::unique_ptr<Allocation>> allocate(std::size_t bytes, MemoryCategory c
   return allocation;
 }
 
+Result<void*> reuse_scratch(std::unique_ptr<Allocation>& scratch, std::size_t bytes) {
+  if (!scratch || scratch->bytes() < bytes) {
+    scratch.reset();
+    SPW_ASSIGN_OR_RETURN(scratch, allocate(bytes, MemoryCategory::workspace,
+                                           MemoryPlacement::local(), FirstTouch::none));
+  }
+  return scratch->data();
+}
+
 }  // namespace spw

@@ -72,6 +72,11 @@ Result<std::unique_ptr<Allocation>> allocate(std::size_t bytes, MemoryCategory c
                                              FirstTouch first_touch = FirstTouch::parallel_zero,
                                              MemoryLedger& ledger = MemoryLedger::process());
 
+// Scratch kept from call to call (an op's thread_local): grows `scratch` to at least `bytes`
+// of untouched workspace, else leaves it as it is, and returns its memory. For passes that
+// take about as long as mapping and unmapping fresh pages would.
+Result<void*> reuse_scratch(std::unique_ptr<Allocation>& scratch, std::size_t bytes);
+
 // Zeroes [data, data + bytes) with the OpenMP team in static chunks of whole pages, so each
 // page is first touched by the thread that computes on that part of the buffer.
 void parallel_first_touch(void* data, std::size_t bytes);

@@ -256,13 +256,10 @@ Status layernorm_backward_weight(const Tensor& dy, const Tensor& x, const Tensor
   // The partials are reused from call to call: at d = 256 the whole pass takes tens of
   // microseconds, about what mapping and unmapping fresh scratch costs.
   thread_local std::unique_ptr<Allocation> scratch;
-  const std::size_t scratch_bytes = static_cast<std::size_t>(groups * stride) * sizeof(float);
-  if (!scratch || scratch->bytes() < scratch_bytes) {
-    scratch.reset();
-    SPW_ASSIGN_OR_RETURN(scratch, allocate(scratch_bytes, MemoryCategory::workspace,
-                                           MemoryPlacement::local(), FirstTouch::none));
-  }
-  float* partial = static_cast<float*>(scratch->data());
+  SPW_ASSIGN_OR_RETURN(
+      void* memory,
+      reuse_scratch(scratch, static_cast<std::size_t>(groups * stride) * sizeof(float)));
+  float* partial = static_cast<float*>(memory);
   const float* dyp = dy.data();
   const float* xp = x.data();
   const float* mp = mean.data();

@@ -124,13 +124,9 @@ Status weight_gradient_through_scratch(const Tensor& dy, const Tensor& x, Tensor
   const std::int64_t out = dy.shape().cols();
   const std::int64_t in = x.shape().cols();
   thread_local std::unique_ptr<Allocation> scratch;
-  const std::size_t bytes = static_cast<std::size_t>(in * out) * sizeof(float);
-  if (!scratch || scratch->bytes() < bytes) {
-    scratch.reset();
-    SPW_ASSIGN_OR_RETURN(scratch, allocate(bytes, MemoryCategory::workspace,
-                                           MemoryPlacement::local(), FirstTouch::none));
-  }
-  auto* product = static_cast<float*>(scratch->data());
+  SPW_ASSIGN_OR_RETURN(void* memory,
+                       reuse_scratch(scratch, static_cast<std::size_t>(in * out) * sizeof(float)));
+  auto* product = static_cast<float*>(memory);
   blas::sgemm(Op::transpose, Op::none, in, out, rows, 1.0f, x.data(), in, dy.data(), out, 0.0f,
               product, out);
   add_transposed(product, out, in, dweight.data());
