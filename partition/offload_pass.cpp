@@ -109,12 +109,13 @@ Result<Schedule> receive_stashes_on_arrival(const Schedule& schedule) {
   unit.stages[0].forward_s = unit.stages[0].backward_input_s = unit.stages[0].backward_weight_s = 1;
   SPW_ASSIGN_OR_RETURN(const Simulation timed, simulate(schedule, unit));
 
+  const StageIndex index(schedule);
   std::map<std::pair<int, int>, double> arrival;  // (stage, mb) -> when its stash is there
   for (int rank = 0; rank < schedule.ranks; ++rank) {
     for (const TimelineEntry& entry : timed.timeline[static_cast<std::size_t>(rank)]) {
       const Instruction& in = entry.instruction;
       if (in.op != Op::send_stash) continue;
-      arrival[{schedule.stage_of(rank, in.chunk, Direction::forward), in.mb}] = entry.end_s;
+      arrival[{index.stage_of(rank, in.chunk, Direction::forward), in.mb}] = entry.end_s;
     }
   }
 
@@ -130,7 +131,7 @@ Result<Schedule> receive_stashes_on_arrival(const Schedule& schedule) {
       const Instruction& in = list[static_cast<std::size_t>(i)];
       if (in.op != Op::recv_stash) continue;
       const double arrives =
-          arrival.at({schedule.stage_of(rank, in.chunk, Direction::backward), in.mb});
+          arrival.at({index.stage_of(rank, in.chunk, Direction::backward), in.mb});
       // After the last compute that starts before the stash is there and the sends that
       // follow it (they belong to that compute), before anything else.
       int at = 0;

@@ -175,6 +175,36 @@ int Schedule::stage_of(int rank, int chunk, Direction direction) const {
   return s;
 }
 
+StageIndex::StageIndex(const Schedule& schedule) : schedule_(&schedule) {
+  if (!schedule.placed()) return;
+  const int chunks = schedule.chunks;
+  stage_.assign(static_cast<std::size_t>(schedule.ranks * chunks), -1);
+  const auto mark = [&](int rank, int chunk, int stage) {
+    if (rank < 0 || rank >= schedule.ranks || chunk < 0 || chunk >= chunks) return;
+    stage_[static_cast<std::size_t>(rank * chunks + chunk)] = stage;
+  };
+  // Backwards, so that the first stage naming a (rank, chunk) wins, as in Schedule::stage.
+  for (int s = schedule.stages() - 1; s >= 0; --s) {
+    const StagePlacement& p = schedule.placement[static_cast<std::size_t>(s)];
+    mark(p.backward_rank, p.backward_chunk, s);
+    mark(p.forward_rank, p.forward_chunk, s);
+  }
+}
+
+int StageIndex::stage(int rank, int chunk) const {
+  if (!schedule_->placed()) return schedule_->stage(rank, chunk);
+  if (rank < 0 || rank >= schedule_->ranks || chunk < 0 || chunk >= schedule_->chunks) return -1;
+  return stage_[static_cast<std::size_t>(rank * schedule_->chunks + chunk)];
+}
+
+int StageIndex::stage_of(int rank, int chunk, Direction direction) const {
+  const int s = stage(rank, chunk);
+  if (s < 0 || schedule_->rank_of(s, direction) != rank ||
+      schedule_->chunk_of(s, direction) != chunk)
+    return -1;
+  return s;
+}
+
 int Schedule::chunks_on(int rank) const {
   if (!placed()) return chunks;
   int count = 0;
@@ -287,29 +317,35 @@ Ends ends_of(Op op) {
 }  // namespace
 
 Result<Transfer> transfer_of(const Schedule& schedule, int rank, const Instruction& instruction) {
-  const std::string where = to_string(instruction);
+  return transfer_of(schedule, StageIndex(schedule), rank, instruction);
+}
+
+Result<Transfer> transfer_of(const Schedule& schedule, const StageIndex& index, int rank,
+                             const Instruction& instruction) {
+  // Named only on failure: the simulator asks for every transfer of every candidate plan.
+  const auto where = [&] { return to_string(instruction); };
   if (!is_send(instruction.op) && !is_recv(instruction.op))
-    return error(StatusCode::invalid_argument, where + ": not a send or receive");
+    return error(StatusCode::invalid_argument, where() + ": not a send or receive");
   if (instruction.chunk < 0 || instruction.chunk >= schedule.chunks)
     return error(StatusCode::invalid_argument,
-                 where + ": chunk " + std::to_string(instruction.chunk) + " outside [0, " +
+                 where() + ": chunk " + std::to_string(instruction.chunk) + " outside [0, " +
                      std::to_string(schedule.chunks) + ")");
   const bool per_microbatch = uses_microbatch(instruction.op);
   if (per_microbatch && (instruction.mb < 0 || instruction.mb >= schedule.microbatches))
     return error(StatusCode::invalid_argument,
-                 where + ": microbatch " + std::to_string(instruction.mb) + " outside [0, " +
+                 where() + ": microbatch " + std::to_string(instruction.mb) + " outside [0, " +
                      std::to_string(schedule.microbatches) + ")");
 
   const Ends ends = ends_of(instruction.op);
-  const int own = schedule.stage_of(rank, instruction.chunk, ends.own);
+  const int own = index.stage_of(rank, instruction.chunk, ends.own);
   if (own < 0) {
-    const int served = schedule.stage(rank, instruction.chunk);
+    const int served = index.stage(rank, instruction.chunk);
     if (served < 0)
       return error(StatusCode::invalid_argument,
-                   where + ": chunk " + std::to_string(instruction.chunk) +
+                   where() + ": chunk " + std::to_string(instruction.chunk) +
                        " holds no stage on this rank");
     return error(StatusCode::invalid_argument,
-                 where + ": this rank runs no " +
+                 where() + ": this rank runs no " +
                      (ends.own == Direction::forward ? "forward" : "backward") +
                      " passes of stage " + std::to_string(served));
   }
@@ -325,17 +361,17 @@ Result<Transfer> transfer_of(const Schedule& schedule, int rank, const Instructi
       between_stages ? ends.own
                      : (ends.own == Direction::forward ? Direction::backward : Direction::forward);
   if (other < 0 || other >= schedule.stages())
-    return error(StatusCode::invalid_argument, where + ": stage " + std::to_string(own) +
+    return error(StatusCode::invalid_argument, where() + ": stage " + std::to_string(own) +
                                                    " has no " + (other < 0 ? "previous" : "next") +
                                                    " stage");
   const int other_rank = schedule.rank_of(other, other_direction);
   if (other_rank == rank)
     return error(StatusCode::invalid_argument,
-                 where + ": stage " + std::to_string(other) +
+                 where() + ": stage " + std::to_string(other) +
                      (between_stages ? " is on this rank" : " runs both directions on this rank") +
                      "; no transfer");
   if (instruction.peer != other_rank)
-    return error(StatusCode::invalid_argument, where + ": peer should be rank " +
+    return error(StatusCode::invalid_argument, where() + ": peer should be rank " +
                                                    std::to_string(other_rank) + " (stage " +
                                                    std::to_string(other) + ")");
   Transfer transfer{ends.payload, per_microbatch ? instruction.mb : -1, sending ? own : other,

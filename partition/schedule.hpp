@@ -165,6 +165,21 @@ struct Schedule {
   int chunk_of(int stage) const { return chunk_of(stage, Direction::forward); }
 };
 
+// Schedule::stage and stage_of in constant time, for passes over every instruction (the
+// simulator, the validator); the Schedule's own search its placement list. It answers for
+// the placement the schedule had when the index was built (keep both alive and unchanged).
+// Entries out of range answer -1, as Schedule::stage does for a rank or chunk it lacks.
+class StageIndex {
+ public:
+  explicit StageIndex(const Schedule& schedule);
+  int stage(int rank, int chunk) const;
+  int stage_of(int rank, int chunk, Direction direction) const;
+
+ private:
+  const Schedule* schedule_;
+  std::vector<int> stage_;  // [rank * chunks + chunk]; empty for a classic schedule
+};
+
 // invalid_argument naming the stage when an explicit placement is malformed: not one entry
 // per stage, a rank or chunk out of range, two stages (or a stage's two directions on one
 // rank under different chunks) sharing a (rank, chunk), or a rank's chunks not numbered
@@ -212,5 +227,8 @@ struct Transfer {
 // end (a rank never sends to itself). The message names the instruction but not the rank;
 // callers add where it sits with Status::with_context.
 Result<Transfer> transfer_of(const Schedule& schedule, int rank, const Instruction& instruction);
+// The same with a StageIndex built from `schedule`, for loops over many instructions.
+Result<Transfer> transfer_of(const Schedule& schedule, const StageIndex& index, int rank,
+                             const Instruction& instruction);
 
 }  // namespace spw::sched

@@ -103,6 +103,7 @@ class Clock {
  public:
   Clock(const Schedule& schedule, const CostModel& costs)
       : s_(schedule),
+        index_(schedule),
         c_(costs),
         P_(static_cast<std::size_t>(schedule.ranks)),
         cells_(static_cast<std::size_t>(schedule.microbatches * schedule.stages())),
@@ -168,6 +169,7 @@ class Clock {
   void compute(int rank, const Instruction& in);
 
   const Schedule& s_;
+  const StageIndex index_;
   const CostModel& c_;
   std::size_t P_, cells_;
   std::vector<double> compute_, collective_, offload_, link_free_;
@@ -185,7 +187,7 @@ class Clock {
 bool Clock::ready(int rank, const Instruction& in) const {
   if (!is_recv(in.op)) return true;
   // The schedule is validated, so the transfer is well formed.
-  const Transfer transfer = *transfer_of(s_, rank, in);
+  const Transfer transfer = *transfer_of(s_, index_, rank, in);
   return arrival_[static_cast<std::size_t>(transfer.payload)][key(transfer)] != kNotYet;
 }
 
@@ -205,7 +207,7 @@ std::int64_t Clock::bytes_of(const Transfer& transfer) const {
 void Clock::transfer(int rank, const Instruction& in) {
   const auto r = static_cast<std::size_t>(rank);
   const double now = compute_[r];
-  const Transfer t = *transfer_of(s_, rank, in);
+  const Transfer t = *transfer_of(s_, index_, rank, in);
   double& arrives = arrival(t);
   if (is_send(in.op)) {
     const Link& l = link(rank, in.peer);
@@ -231,7 +233,7 @@ void Clock::compute(int rank, const Instruction& in) {
     start = std::max(start, collective_[r]);
     wait(rank, compute_[r], start);  // MPI_Waitall on the reduces
   } else {
-    const int stage = s_.stage(rank, in.chunk);
+    const int stage = index_.stage(rank, in.chunk);
     const StageCost& sc = cost(stage);
     if (in.op == Op::forward) {
       duration = sc.forward_s;
@@ -252,12 +254,12 @@ void Clock::step(int rank, const Instruction& in) {
   if (is_send(in.op) || is_recv(in.op)) return transfer(rank, in);
   if (in.op == Op::reduce_grads) {
     const double start = std::max(now, collective_[r]);
-    collective_[r] = start + cost(s_.stage(rank, in.chunk)).reduce_grads_s;
+    collective_[r] = start + cost(index_.stage(rank, in.chunk)).reduce_grads_s;
     out_.timeline[r].push_back({in, start, collective_[r], Stream::collective});
     return;
   }
   // Offload or prefetch.
-  const int stage = s_.stage(rank, in.chunk);
+  const int stage = index_.stage(rank, in.chunk);
   const StageCost& sc = cost(stage);
   const double start = std::max(now, offload_[r]);
   const double end = start + (in.op == Op::offload ? sc.offload_s : sc.prefetch_s);
@@ -307,7 +309,7 @@ Simulation Clock::run() {
       double at = k < lookahead ? 0 : replay_[r].reached[receives[k - lookahead]];
       if (posted_when_reached(s_.lists[r], receives[k])) gate = replay_[r].reached[receives[k]];
       at = std::max(at, gate);
-      posted(*transfer_of(s_, static_cast<int>(r), in)) = at;
+      posted(*transfer_of(s_, index_, static_cast<int>(r), in)) = at;
     }
   }
   double busy = 0;
@@ -321,10 +323,10 @@ Simulation Clock::run() {
     }
     for (std::size_t i = 0; i < s_.lists[r].size(); ++i) {
       const Instruction& in = s_.lists[r][i];
-      if (is_send(in.op)) replay.taken[i] = taken(*transfer_of(s_, static_cast<int>(r), in), in.peer);
+      if (is_send(in.op)) replay.taken[i] = taken(*transfer_of(s_, index_, static_cast<int>(r), in), in.peer);
       if (is_recv(in.op))
         replay.receives.emplace_back(replay.after[i],
-                                     issued(*transfer_of(s_, static_cast<int>(r), in)));
+                                     issued(*transfer_of(s_, index_, static_cast<int>(r), in)));
     }
   }
   SlotMemory memory = replay_slot_memory(s_, c_, replay_);

@@ -286,7 +286,7 @@ void Replay::run() {
       continue;  // the executor tests nothing after a receive
     }
     if (in.op == Op::reduce_grads) continue;
-    const int stage = in.chunk >= 0 ? s_.stage(rank_, in.chunk) : -1;
+    const int stage = in.chunk >= 0 ? chunks_[index(in.chunk)].stage : -1;
     switch (in.op) {
       case Op::forward: {
         if (!chunks_[index(in.chunk)].backward) wait_for_stashes_taken(in.chunk, at);

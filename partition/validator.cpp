@@ -23,6 +23,7 @@ class Replay {
  public:
   explicit Replay(const Schedule& schedule)
       : s_(schedule),
+        index_(schedule),
         P_(static_cast<std::size_t>(schedule.ranks)),
         cells_(static_cast<std::size_t>(schedule.microbatches * schedule.stages())),
         forward_(cells_, kNone),
@@ -98,6 +99,7 @@ class Replay {
   void count_stashes(int rank, int live_delta, int resident_delta);
 
   const Schedule& s_;
+  const StageIndex index_;
   std::size_t P_, cells_;  // P_: ranks (lists), not stages
   std::vector<int> forward_, input_, weight_;
   std::array<std::vector<int>, kPayloads> sent_, received_;  // [payload]
@@ -126,9 +128,9 @@ Status Replay::check_fields(int rank, int index) const {
 
 Result<int> Replay::compute_stage(int rank, int index, Direction direction) const {
   const Instruction& in = at(rank, index);
-  const int stage = s_.stage_of(rank, in.chunk, direction);
+  const int stage = index_.stage_of(rank, in.chunk, direction);
   if (stage >= 0) return stage;
-  const int served = s_.stage(rank, in.chunk);
+  const int served = index_.stage(rank, in.chunk);
   if (served < 0)
     return fail(rank, index,
                 "chunk " + std::to_string(in.chunk) + " holds no stage on this rank");
@@ -140,7 +142,7 @@ Result<int> Replay::compute_stage(int rank, int index, Direction direction) cons
 
 Result<bool> Replay::receivable(int rank, int index) const {
   SPW_TRY(check_fields(rank, index));
-  auto transfer = transfer_of(s_, rank, at(rank, index));
+  auto transfer = transfer_of(s_, index_, rank, at(rank, index));
   if (!transfer.ok()) return located(rank, index, transfer.status());
   const std::size_t k = key(*transfer);
   const auto& got = received(transfer->payload);
@@ -278,7 +280,7 @@ Status Replay::execute_receive(int rank, int index, const Transfer& transfer) {
 }
 
 Status Replay::execute_transfer(int rank, int index) {
-  auto transfer = transfer_of(s_, rank, at(rank, index));
+  auto transfer = transfer_of(s_, index_, rank, at(rank, index));
   if (!transfer.ok()) return located(rank, index, transfer.status());
   if (is_recv(at(rank, index).op)) return execute_receive(rank, index, *transfer);
   return execute_send(rank, index, *transfer);
@@ -286,7 +288,7 @@ Status Replay::execute_transfer(int rank, int index) {
 
 Status Replay::execute_stash_move(int rank, int index) {
   const Instruction& in = at(rank, index);
-  const int stage = s_.stage(rank, in.chunk);
+  const int stage = index_.stage(rank, in.chunk);
   if (stage < 0)
     return fail(rank, index, "chunk " + std::to_string(in.chunk) + " holds no stage on this rank");
   const std::size_t c = cell(in.mb, stage);
@@ -312,7 +314,7 @@ Status Replay::execute_update(int rank, int index) {
   if (in.op == Op::reduce_grads) {
     if (!s_.data_parallel)
       return fail(rank, index, "schedule has no data-parallel replicas to reduce with");
-    if (s_.stage_of(rank, in.chunk, Direction::backward) < 0)
+    if (index_.stage_of(rank, in.chunk, Direction::backward) < 0)
       return fail(rank, index,
                   "chunk " + std::to_string(in.chunk) +
                       " runs no backward passes on this rank, so it has no gradients to reduce");
@@ -338,7 +340,7 @@ Status Replay::execute_update(int rank, int index) {
     if (list[i].op != Op::send_params)
       return fail(rank, index, "is not the last instruction of the rank");
   for (int chunk = 0; chunk < s_.chunks; ++chunk) {
-    if (s_.stage_of(rank, chunk, Direction::backward) < 0) continue;
+    if (index_.stage_of(rank, chunk, Direction::backward) < 0) continue;
     if (weights_done_[slot(rank, chunk)] < s_.microbatches)
       return fail(rank, index, "runs before every W pass of chunk " + std::to_string(chunk));
     if (s_.data_parallel && reduced_[slot(rank, chunk)] == kNone)
@@ -418,7 +420,7 @@ Status Replay::check_complete() const {
     const std::string on = "rank " + std::to_string(rank) + ": ";
     if (s_.data_parallel)
       for (int chunk = 0; chunk < s_.chunks; ++chunk)
-        if (s_.stage_of(rank, chunk, Direction::backward) >= 0 &&
+        if (index_.stage_of(rank, chunk, Direction::backward) >= 0 &&
             reduced_[slot(rank, chunk)] == kNone)
           return error(StatusCode::invalid_argument,
                        on + "RD" + std::to_string(chunk) + " never runs");

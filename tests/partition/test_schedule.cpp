@@ -149,6 +149,34 @@ TEST(Placement, MalformedPlacementsNameTheStage) {
             "... without gaps)");
 }
 
+// The simulator and validator look stages up through StageIndex; it must answer exactly as
+// the schedule's own search, also where a malformed placement makes two stages claim one
+// (rank, chunk) (the first stage wins) or names a rank that does not exist.
+TEST(Placement, StageIndexAnswersAsTheScheduleDoes) {
+  Schedule shared = forward_backward(3, 2);
+  shared.placement[2].backward_rank = 3;  // stage 0's backward rank too
+  Schedule out_of_range = forward_backward(2, 1);
+  out_of_range.placement[1].backward_rank = 9;
+  Schedule interleaved_pipefb = shape(4, 2, 2);
+  interleaved_pipefb.placement = {{0, 0, 2, 0}, {1, 0, 3, 0}, {0, 1, 2, 1}, {1, 1, 3, 1}};
+  const Schedule cases[] = {shape(4, 8, 2), forward_backward(3, 2), shared, out_of_range,
+                            interleaved_pipefb};
+  for (const Schedule& s : cases) {
+    const StageIndex index(s);
+    for (int rank = -1; rank <= s.ranks; ++rank) {
+      for (int chunk = -1; chunk <= s.chunks; ++chunk) {
+        const std::string at = to_string(s) + " rank " + std::to_string(rank) + " chunk " +
+                               std::to_string(chunk);
+        EXPECT_EQ(index.stage(rank, chunk), s.stage(rank, chunk)) << at;
+        for (Direction d : {Direction::forward, Direction::backward})
+          EXPECT_EQ(index.stage_of(rank, chunk, d), s.stage_of(rank, chunk, d)) << at;
+      }
+    }
+  }
+  EXPECT_EQ(StageIndex(shared).stage(3, 0), 0);
+  EXPECT_EQ(StageIndex(interleaved_pipefb).stage_of(3, 1, Direction::backward), 3);
+}
+
 TEST(Placement, TheStashArrivesWithTheForwardOrWithRecvStash) {
   const Schedule classic = shape(2, 2, 1);
   EXPECT_TRUE(is_stash_arrival(classic, 1, Instruction::forward(0, 0)));
