@@ -32,6 +32,7 @@ Status MemoryLedger::reserve(MemoryCategory category, std::size_t bytes) {
   const int i = static_cast<int>(category);
   state_.current[i] += bytes;
   state_.current_total = total;
+  state_.reserved_total += bytes;
   if (state_.current[i] > state_.peak[i]) state_.peak[i] = state_.current[i];
   if (total > state_.peak_total) state_.peak_total = total;
   return Status::success();
@@ -74,6 +75,11 @@ std::size_t MemoryLedger::current_total() const {
 std::size_t MemoryLedger::peak_total() const {
   std::lock_guard lock(mutex_);
   return state_.peak_total;
+}
+
+std::size_t MemoryLedger::reserved_total() const {
+  std::lock_guard lock(mutex_);
+  return state_.reserved_total;
 }
 
 void MemoryLedger::reset_peaks() {

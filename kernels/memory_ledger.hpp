@@ -21,6 +21,9 @@ struct LedgerSnapshot {
   std::array<std::size_t, kMemoryCategoryCount> peak{};  // each category's own high-water mark
   std::size_t current_total = 0;
   std::size_t peak_total = 0;  // high-water mark of the sum, not the sum of the peaks
+  // Every byte reserved so far, freed since or not: how much memory was allocated (mapped
+  // anew), which a step that reuses its buffers keeps flat.
+  std::size_t reserved_total = 0;
   std::optional<std::size_t> cap;
 
   std::size_t current_of(MemoryCategory c) const { return current[static_cast<int>(c)]; }
@@ -49,6 +52,7 @@ class MemoryLedger {
   LedgerSnapshot snapshot() const;
   std::size_t current_total() const;
   std::size_t peak_total() const;
+  std::size_t reserved_total() const;
   // Starts a new high-water mark from what is in use now (e.g. after warm-up).
   void reset_peaks();
 

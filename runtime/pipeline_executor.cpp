@@ -30,9 +30,9 @@ struct PipelineExecutor::Slot {
   bool grad_sent = false;
   bool stash_sent = false;  // a forward-only chunk's slot is done once its stash has left
   // Where the stash is: resident, being copied out (its memory still held), out on the
-  // capacity tier (its tensors freed, their shapes kept), or being copied back.
+  // capacity tier (its tensors given back, their places kept), or being copied back.
   enum class Residency { resident, evicting, offloaded, prefetching } residency = Residency::resident;
-  std::vector<std::pair<Tensor*, Shape>> offloaded;  // stash tensors freed while out
+  std::vector<StashEntry> offloaded;  // stash tensors given back while out
   double transfer_started = 0;
 };
 
@@ -195,10 +195,29 @@ Status PipelineExecutor::setup(const PipelineSettings& settings, MPI_Comm world)
   losses_.assign(m, 0.0);
   slots_.resize(chunks_.size());
   free_slots_.resize(chunks_.size());
+  if (settings_.offload.tier != OffloadTier::none) {
+    spare_kinds_.resize(chunks_.size());
+    on_miss_.resize(chunks_.size());
+    for (std::size_t c = 0; c < chunks_.size(); ++c) {
+      spares_.push_back(std::make_unique<Slot>());
+      Slot& spare = *spares_.back();
+      spare.states.resize(chunks_[c]->size());
+      spare_kinds_[c][kStashMemory].push_back(&spare.acts);
+      spare_kinds_[c][kGradientBuffers].push_back(&spare.grads);
+      for (BlockState& state : spare.states) {
+        spare_kinds_[c][kStashMemory].push_back(&state.saved);
+        spare_kinds_[c][kGradientBuffers].push_back(&state.grads);
+      }
+      for (int kind : {kStashMemory, kGradientBuffers}) {
+        on_miss_[c][kind] = [this, c, kind] { before_mapping(static_cast<int>(c), kind); };
+      }
+    }
+  }
   active_.assign(chunks_.size(), std::vector<Slot*>(m, nullptr));
   reduce_started_.assign(chunks_.size(), -1.0);
   timings_.resize(chunks_.size());
   stash_estimate_.assign(chunks_.size(), 0);
+  grads_estimate_.assign(chunks_.size(), 0);
   return learn_stash_layouts();
 }
 
@@ -227,17 +246,37 @@ std::uint64_t PipelineExecutor::stash_id(int chunk, int mb) const {
 // What B and W read from the forward: every block's input (the chunk input first) and every
 // block's saved state. The chunk's own output is not among them: it has gone to the next
 // stage, and its send may still be reading it.
-std::vector<Tensor*> PipelineExecutor::stash_tensors(Slot& s, int chunk) {
-  std::vector<Tensor*> tensors;
+std::vector<PipelineExecutor::StashEntry> PipelineExecutor::stash_entries(const Slot& s,
+                                                                          int chunk) const {
+  std::vector<StashEntry> entries;
   const std::size_t blocks = chunks_[static_cast<std::size_t>(chunk)]->size();
   for (std::size_t i = 0; i < blocks && i < s.acts.slot_count(); ++i) {
-    if (s.acts.at(i).allocation() != nullptr) tensors.push_back(&s.acts.at(i));
+    const Tensor& t = s.acts.at(i);
+    if (t.allocation() != nullptr) entries.push_back({-1, i, t.shape()});
   }
-  for (BlockState& state : s.states) {
-    for (std::size_t i = 0; i < state.saved.slot_count(); ++i) {
-      if (state.saved.at(i).allocation() != nullptr) tensors.push_back(&state.saved.at(i));
+  for (std::size_t b = 0; b < s.states.size(); ++b) {
+    const Stash& saved = s.states[b].saved;
+    for (std::size_t i = 0; i < saved.slot_count(); ++i) {
+      const Tensor& t = saved.at(i);
+      if (t.allocation() != nullptr) entries.push_back({static_cast<int>(b), i, t.shape()});
     }
   }
+  return entries;
+}
+
+std::size_t PipelineExecutor::bytes_of(const std::vector<StashEntry>& entries) {
+  std::size_t bytes = 0;
+  for (const StashEntry& e : entries) bytes += static_cast<std::size_t>(e.shape.numel()) * sizeof(float);
+  return bytes;
+}
+
+Stash& PipelineExecutor::stash_holding(Slot& s, const StashEntry& e) {
+  return e.block < 0 ? s.acts : s.states[static_cast<std::size_t>(e.block)].saved;
+}
+
+std::vector<Tensor*> PipelineExecutor::stash_tensors(Slot& s, int chunk) {
+  std::vector<Tensor*> tensors;
+  for (const StashEntry& e : stash_entries(s, chunk)) tensors.push_back(&stash_holding(s, e).at(e.index));
   return tensors;
 }
 
@@ -274,7 +313,7 @@ Result<PipelineExecutor::Slot*> PipelineExecutor::placeholder_forward(int chunk)
   return s;
 }
 
-// The slot goes back to the pool empty: offloading runs keep no pooled memory
+// The slot goes back to the pool empty: offloading runs keep no memory in pooled slots
 // (release_if_offloading), and a stash receiver allocates as its layout says.
 void PipelineExecutor::return_placeholder(int chunk) {
   const auto c = static_cast<std::size_t>(chunk);
@@ -313,21 +352,8 @@ Status PipelineExecutor::learn_stash_layouts() {
     if (!runs_backward(chunk) || schedule_.forward_rank_of(stage) == pipeline_rank_) continue;
     SPW_ASSIGN_OR_RETURN(Slot * s, placeholder_forward(chunk));
     std::vector<StashEntry>& entries = stash_layouts_[c];
-    const std::size_t blocks = chunks_[c]->size();
-    std::size_t bytes = 0;
-    for (std::size_t i = 0; i < blocks && i < s->acts.slot_count(); ++i) {
-      const Tensor& t = s->acts.at(i);
-      if (t.allocation() != nullptr) entries.push_back({-1, i, t.shape()});
-    }
-    for (std::size_t b = 0; b < s->states.size(); ++b) {
-      const Stash& saved = s->states[b].saved;
-      for (std::size_t i = 0; i < saved.slot_count(); ++i) {
-        const Tensor& t = saved.at(i);
-        if (t.allocation() != nullptr) entries.push_back({static_cast<int>(b), i, t.shape()});
-      }
-    }
-    for (const StashEntry& e : entries) bytes += static_cast<std::size_t>(e.shape.numel()) * 4;
-    stash_estimate_[c] = std::max(stash_estimate_[c], bytes);
+    entries = stash_entries(*s, chunk);
+    stash_estimate_[c] = std::max(stash_estimate_[c], bytes_of(entries));
     return_placeholder(chunk);
   }
   return Status::success();
@@ -429,12 +455,14 @@ Status PipelineExecutor::settle_eviction(Slot& s, int chunk, int mb, bool block)
     s.residency = Slot::Residency::resident;
     return Status::success();
   }
-  s.offloaded.clear();
+  // The memory goes to the chunk's spare, where the next forward or prefetch finds it
+  // mapped: every microbatch of a chunk has the same stash layout.
+  s.offloaded = stash_entries(s, chunk);
   std::int64_t bytes = 0;
-  for (Tensor* t : stash_tensors(s, chunk)) {
-    s.offloaded.push_back({t, t->shape()});
-    bytes += static_cast<std::int64_t>(t->bytes());
-    *t = Tensor();
+  for (const StashEntry& e : s.offloaded) {
+    Stash& stash = stash_holding(s, e);
+    bytes += static_cast<std::int64_t>(stash.at(e.index).bytes());
+    stash.give_back(e.index);
   }
   if (tracing_ && !trace_.empty() && trace_.back().instruction.op == sched::Op::offload) {
     trace_.back().bytes = bytes;
@@ -443,9 +471,11 @@ Status PipelineExecutor::settle_eviction(Slot& s, int chunk, int mb, bool block)
   return Status::success();
 }
 
-// Under a memory cap, an allocation that would not fit waits for stashes still being
-// copied out to finish and free their memory, oldest first; it fails only when nothing is
-// left to wait for. Without a cap nothing waits.
+// Under a memory cap, an allocation that would not fit first frees the spares' memory (the
+// ledger counts it, and the cap is on what is held, not what is in use), then waits for
+// stashes still being copied out to finish and free theirs, oldest first; it fails only
+// when nothing is left to wait for. Without a cap nothing waits. `bytes` counts what the
+// spares would serve too, so a tight cap gives up recycling before it makes anything wait.
 Status PipelineExecutor::make_room(std::size_t bytes) {
   MemoryLedger& ledger = MemoryLedger::process();
   const std::optional<std::size_t> cap = ledger.cap();
@@ -453,31 +483,62 @@ Status PipelineExecutor::make_room(std::size_t bytes) {
   // Finished slots whose sends completed since the last instruction give memory back too.
   SPW_TRY(reclaim_retired());
   // Not knowing the size yet (nothing measured), assume the worst: wait for everything.
-  while (!evicting_.empty() && (bytes == 0 || ledger.current_total() + bytes > *cap)) {
+  const auto tight = [&] { return bytes == 0 || ledger.current_total() + bytes > *cap; };
+  if (tight()) drop_spares();
+  while (!evicting_.empty() && tight()) {
     const auto [chunk, mb] = evicting_.front();
     evicting_.erase(evicting_.begin());
     Slot* s = active_[static_cast<std::size_t>(chunk)][static_cast<std::size_t>(mb)];
     if (s == nullptr) continue;
     const double start = now();
     SPW_TRY(settle_eviction(*s, chunk, mb, /*block=*/true));
+    drop_spares();  // what the eviction gave back
     current_.offload_wait_s += now() - start;
   }
   return Status::success();
+}
+
+void PipelineExecutor::drop_spares() {
+  for (const auto& kinds : spare_kinds_) {
+    for (const auto& kind : kinds) {
+      for (Stash* stash : kind) stash->release();
+    }
+  }
+}
+
+// A slot of `chunk` is about to map memory of `kind` its spare lacks. Memory parked that
+// nothing takes before then would sit beside it, where a run without spares has it freed:
+// every other chunk's (the rank has turned to this one), and, when the spare holds none of
+// `kind` at all, the chunk's own of the other kind: the chunk has turned from forwards to
+// backwards or back (GPipe's first backward, with a stash parked for the next prefetch; a
+// step's first forwards, with the last backward's gradients). With memory of `kind` still
+// parked, the request is one of several (a forward's output after its stash, receives
+// posted ahead) and the others take the rest; the other kind stays for what comes next.
+void PipelineExecutor::before_mapping(int chunk, int kind) {
+  const auto c = static_cast<std::size_t>(chunk);
+  for (std::size_t other = 0; other < spare_kinds_.size(); ++other) {
+    if (other == c) continue;
+    for (const auto& stashes : spare_kinds_[other]) {
+      for (Stash* stash : stashes) stash->release();
+    }
+  }
+  const auto& own = spare_kinds_[c][static_cast<std::size_t>(kind)];
+  if (std::any_of(own.begin(), own.end(), [](const Stash* s) { return s->bytes() > 0; })) return;
+  for (Stash* stash : spare_kinds_[c][static_cast<std::size_t>(1 - kind)]) stash->release();
 }
 
 Status PipelineExecutor::prefetch(int mb, int chunk) {
   SPW_ASSIGN_OR_RETURN(Slot * s, slot(chunk, mb));
   SPW_TRY(settle_eviction(*s, chunk, mb, /*block=*/true));
   if (s->residency != Slot::Residency::offloaded) return Status::success();
-  std::size_t needed = 0;
-  for (const auto& entry : s->offloaded) needed += static_cast<std::size_t>(entry.second.numel()) * 4;
-  SPW_TRY(make_room(needed));
-  // Give the stash its memory back, tensor by tensor in eviction order, then fill it. The
-  // engine overwrites every byte: zeroing first would only cost this thread's time.
+  SPW_TRY(make_room(bytes_of(s->offloaded)));
+  // Give the stash its memory back, tensor by tensor in eviction order, then fill it: the
+  // spare's where it has them (mapped already), else new. The engine overwrites every byte:
+  // zeroing new memory first would only cost this thread's time.
   std::vector<Tensor*> targets;
-  for (auto& [tensor, shape] : s->offloaded) {
-    SPW_ASSIGN_OR_RETURN(*tensor, Tensor::uninitialized(shape, MemoryCategory::stash));
-    targets.push_back(tensor);
+  for (const StashEntry& e : s->offloaded) {
+    SPW_ASSIGN_OR_RETURN(Tensor * t, stash_holding(*s, e).get(e.index, e.shape, FirstTouch::none));
+    targets.push_back(t);
   }
   s->offloaded.clear();
   s->transfer_started = now();
@@ -594,6 +655,16 @@ Result<PipelineExecutor::Slot*> PipelineExecutor::slot(int chunk, int mb) {
   if (free_slots_[c].empty()) {
     auto fresh = std::make_unique<Slot>();
     fresh->states.resize(chunks_[c]->size());
+    if (!spares_.empty()) {
+      Slot& spare = *spares_[c];
+      const auto& on_miss = on_miss_[c];
+      fresh->acts.recycle_from(&spare.acts, &on_miss[kStashMemory]);
+      fresh->grads.recycle_from(&spare.grads, &on_miss[kGradientBuffers]);
+      for (std::size_t b = 0; b < fresh->states.size(); ++b) {
+        fresh->states[b].saved.recycle_from(&spare.states[b].saved, &on_miss[kStashMemory]);
+        fresh->states[b].grads.recycle_from(&spare.states[b].grads, &on_miss[kGradientBuffers]);
+      }
+    }
     free_slots_[c].push_back(fresh.get());
     slots_[c].push_back(std::move(fresh));
   }
@@ -607,12 +678,16 @@ Result<PipelineExecutor::Slot*> PipelineExecutor::slot(int chunk, int mb) {
 
 // Pooled slots keep their memory for the next microbatch, which is what makes steady steps
 // allocation-free; with offload that would undo its point, so a finished slot whose sends
-// have completed gives its memory back.
+// have completed gives its memory back: to the chunk's spare, whose one slot's worth the
+// next forward or prefetch takes instead of mapping new pages, and the rest to the OS.
 void PipelineExecutor::release_if_offloading(Slot& s) {
   if (!engine_) return;
-  s.acts.release();
-  s.grads.release();
-  for (BlockState& state : s.states) state.release();
+  s.acts.give_back_all();
+  s.grads.give_back_all();
+  for (BlockState& state : s.states) {
+    state.saved.give_back_all();
+    state.grads.give_back_all();
+  }
 }
 
 // A finished slot of a chunk that runs backwards may wait a long time for its last sends
@@ -622,9 +697,12 @@ void PipelineExecutor::release_if_offloading(Slot& s) {
 void PipelineExecutor::release_unsent(Slot& s, int chunk) {
   if (!engine_ || !runs_backward(chunk)) return;
   const std::size_t output = chunks_[static_cast<std::size_t>(chunk)]->size();
-  for (std::size_t i = 0; i < s.acts.slot_count() && i < output; ++i) s.acts.at(i) = Tensor();
-  for (std::size_t i = 1; i < s.grads.slot_count(); ++i) s.grads.at(i) = Tensor();
-  for (BlockState& state : s.states) state.release();
+  for (std::size_t i = 0; i < s.acts.slot_count() && i < output; ++i) s.acts.give_back(i);
+  for (std::size_t i = 1; i < s.grads.slot_count(); ++i) s.grads.give_back(i);
+  for (BlockState& state : s.states) {
+    state.saved.give_back_all();
+    state.grads.give_back_all();
+  }
 }
 
 // A forward-only chunk runs ahead of its backward rank and holds each stash until that rank
@@ -702,10 +780,8 @@ Status PipelineExecutor::forward(int mb, int chunk) {
     if (block.computes_loss()) losses_[static_cast<std::size_t>(mb)] = loss;
   }
   if (engine_) {
-    std::size_t bytes = s->grads.bytes();
-    for (Tensor* t : stash_tensors(*s, chunk)) bytes += t->bytes();
     std::size_t& estimate = stash_estimate_[static_cast<std::size_t>(chunk)];
-    estimate = std::max(estimate, bytes);
+    estimate = std::max(estimate, bytes_held(*s));
   }
   // With one pipeline rank the next stage is local: hand the output over directly.
   const int stage = global_stage(chunk);
@@ -722,13 +798,18 @@ Status PipelineExecutor::forward(int mb, int chunk) {
 Status PipelineExecutor::backward_input(int mb, int chunk) {
   SPW_ASSIGN_OR_RETURN(Slot * s, slot(chunk, mb));
   SPW_TRY(ensure_resident(*s, chunk, mb));
-  // Its gradients need room too: let pending evictions finish first under a cap.
-  SPW_TRY(make_room(s->grads.bytes() > 0 ? s->grads.bytes()
-                                         : stash_estimate_[static_cast<std::size_t>(chunk)]));
+  // Its gradients need room too: under a cap, let the spares go and pending evictions finish
+  // first (all of them until one backward has shown how much it takes).
+  std::size_t& estimate = grads_estimate_[static_cast<std::size_t>(chunk)];
+  SPW_TRY(make_room(estimate));
   Model& model = *chunks_[static_cast<std::size_t>(chunk)];
   const MicrobatchData& data = microbatches_[static_cast<std::size_t>(mb)];
   SPW_ASSIGN_OR_RETURN(Tensor * input, chunk_input(*s, chunk, mb));
   SPW_ASSIGN_OR_RETURN(Tensor * doutput, chunk_output_grad(*s, chunk, mb));
+  // The input gradient before the others: the spare lacks it when the microbatch before's is
+  // still being sent, and asked for while the other gradient buffers are parked there, it
+  // leaves the stash parked for the next prefetch alone (before_mapping).
+  if (input != nullptr) SPW_TRY(s->grads.get(0, input->shape()).status());
   for (std::size_t b = model.size(); b-- > 0;) {
     Block& block = model.block(b);
     const Tensor* block_input = b == 0 ? input : &s->acts.at(b);
@@ -738,6 +819,11 @@ Status PipelineExecutor::backward_input(int mb, int chunk) {
     }
     const Tensor* block_doutput = b + 1 == model.size() ? doutput : &s->grads.at(b + 1);
     SPW_TRY(block.backward_input(data, block_input, block_doutput, dinput, s->states[b]));
+  }
+  if (engine_) {
+    std::size_t bytes = s->grads.bytes();
+    for (const BlockState& state : s->states) bytes += state.grads.bytes();
+    estimate = std::max(estimate, bytes);
   }
   const int stage = global_stage(chunk);
   if (stage > 0 && schedule_.backward_rank_of(stage - 1) == pipeline_rank_) {
@@ -846,11 +932,7 @@ Result<std::vector<Tensor*>> PipelineExecutor::receive_buffers(const sched::Inst
     return buffers;
   }
   const auto c = static_cast<std::size_t>(in.chunk);
-  if (in.op == sched::Op::recv_stash) {
-    std::size_t bytes = 0;
-    for (const StashEntry& e : stash_layouts_[c]) bytes += static_cast<std::size_t>(e.shape.numel()) * 4;
-    SPW_TRY(make_room(bytes));
-  }
+  if (in.op == sched::Op::recv_stash) SPW_TRY(make_room(bytes_of(stash_layouts_[c])));
   SPW_ASSIGN_OR_RETURN(Slot * s, slot(in.chunk, in.mb));
   Tensor* buffer = nullptr;
   switch (in.op) {
@@ -1090,6 +1172,7 @@ Status PipelineExecutor::run_step(StepResult& result) {
   // Timings from the first step (allocation, warm-up) are replaced by later ones.
   if (step_ == 1) std::fill(timings_.begin(), timings_.end(), ChunkTiming{});
   current_ = RankStepMetrics{};
+  const std::size_t reserved_before = MemoryLedger::process().reserved_total();
   for (std::size_t c = 0; c < chunks_.size(); ++c) {
     if (runs_backward(static_cast<int>(c))) chunks_[c]->zero_grads();
   }
@@ -1110,6 +1193,8 @@ Status PipelineExecutor::run_step(StepResult& result) {
   }
   SPW_TRY(finish_sends());
   current_.span_s = now() - step_start_;
+  current_.allocated_bytes =
+      static_cast<std::int64_t>(MemoryLedger::process().reserved_total() - reserved_before);
 
   const std::int64_t micro = layout().microbatch_samples;
   double loss = 0;

@@ -7,7 +7,10 @@
 // input, every block's output and saved state, and the gradients flowing back. A slot is
 // taken at the first instruction that needs it (often a receive posted early) and returned
 // once its weight gradient is done and its sends have completed; slots are reused, so a
-// steady-state step allocates nothing.
+// steady-state step allocates nothing. With offload a slot gives its memory back as soon as
+// its stash is out or its backward is done, to a spare slot of its chunk whose memory the
+// next forward, prefetch or backward takes instead of mapping new pages (before_mapping
+// says when parked memory is freed instead).
 //
 // Communication: activations and gradients move with MPI_Isend / MPI_Irecv on a pipeline
 // communicator (one per replica). Receives are posted `receive_lookahead` receive
@@ -27,7 +30,9 @@
 
 #include <mpi.h>
 
+#include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -65,6 +70,7 @@ struct RankStepMetrics {
   double optimizer_s = 0;  // the OptimizerStep, including its wait for the all-reduce
   double offload_wait_s = 0;  // blocked until a stash was back from the capacity tier
   std::int64_t sent_bytes = 0;  // activations, gradients, stashes and parameters sent
+  std::int64_t allocated_bytes = 0;  // memory the rank's ledger reserved anew in the step
 };
 
 // What the offload engine did on this rank over the whole run.
@@ -142,6 +148,12 @@ class PipelineExecutor {
 
  private:
   struct Slot;
+  // Where a stash tensor sits in a slot, and its shape.
+  struct StashEntry {
+    int block = -1;  // -1: the slot's acts; else that block's saved state
+    std::size_t index = 0;
+    Shape shape;
+  };
   PipelineExecutor() = default;
 
   Status setup(const PipelineSettings& settings, MPI_Comm world);
@@ -165,6 +177,9 @@ class PipelineExecutor {
   void return_placeholder(int chunk);
   Result<std::int64_t> measure_stash_bytes();
   Status learn_stash_layouts();
+  std::vector<StashEntry> stash_entries(const Slot& slot, int chunk) const;
+  static Stash& stash_holding(Slot& slot, const StashEntry& entry);
+  static std::size_t bytes_of(const std::vector<StashEntry>& entries);
   std::vector<Tensor*> stash_tensors(Slot& slot, int chunk);
   std::uint64_t stash_id(int chunk, int mb) const;
   Status offload(int mb, int chunk);
@@ -177,6 +192,8 @@ class PipelineExecutor {
   Status wait_for_stashes_taken(int chunk);
   void release_if_offloading(Slot& slot);
   void release_unsent(Slot& slot, int chunk);
+  void drop_spares();
+  void before_mapping(int chunk, int kind);
   static std::size_t bytes_held(const Slot& slot);
   Status reclaim_retired();
   Result<Tensor*> chunk_input(Slot& slot, int chunk, int mb);
@@ -203,13 +220,8 @@ class PipelineExecutor {
   std::vector<int> chunk_stage_;      // [local chunk] its global stage
   std::vector<bool> chunk_backward_;  // [local chunk] runs its stage's backwards here
   std::vector<std::unique_ptr<Model>> chunks_;
-  // [local chunk] where each stash tensor sits in a slot and its shape, in stash_tensors()
-  // order: what a backward-only chunk allocates before receiving a stash.
-  struct StashEntry {
-    int block = -1;  // -1: the slot's acts; else that block's saved state
-    std::size_t index = 0;
-    Shape shape;
-  };
+  // [local chunk] every stash entry, in stash_tensors() order: what a backward-only chunk
+  // allocates before receiving a stash.
   std::vector<std::vector<StashEntry>> stash_layouts_;
   std::vector<MPI_Request> param_sends_;
   std::unique_ptr<Optimizer> optimizer_;
@@ -223,6 +235,13 @@ class PipelineExecutor {
   std::vector<std::vector<std::unique_ptr<Slot>>> slots_;  // [chunk] every slot ever made
   std::vector<std::vector<Slot*>> free_slots_;             // [chunk]
   std::vector<std::vector<Slot*>> active_;                 // [chunk][mb]
+  // [chunk] with offload: memory a finished or evicted microbatch leaves for the next one
+  // (Stash::recycle_from), at most one slot's worth. Without offload slots keep their own.
+  std::vector<std::unique_ptr<Slot>> spares_;
+  // Stash memory (forwards, prefetches and receives take it) and gradient buffers (backwards).
+  static constexpr int kStashMemory = 0, kGradientBuffers = 1;
+  std::vector<std::array<std::vector<Stash*>, 2>> spare_kinds_;  // [chunk][kind] the spare's
+  std::vector<std::array<std::function<void()>, 2>> on_miss_;   // [chunk][kind] before_mapping
   std::vector<std::pair<int, Slot*>> retiring_;            // (chunk, slot) with sends in flight
 
   struct PostedReceive {
@@ -252,6 +271,7 @@ class PipelineExecutor {
   std::vector<std::pair<int, int>> evicting_;  // (chunk, mb) whose eviction may be running
   std::int64_t failed_evictions_ = 0;
   std::vector<std::size_t> stash_estimate_;  // [chunk] the most one forward allocated so far
+  std::vector<std::size_t> grads_estimate_;  // [chunk] the most one backward's gradients held
   // [chunk] the largest slot seen at retirement: with offload, slots give their memory back,
   // so the slots left at the end of a run no longer show it.
   std::vector<std::size_t> largest_retired_slot_;

@@ -95,7 +95,7 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
   std::vector<double> mine;
   for (const auto& m : metrics) mine.push_back(m.busy_s);
   for (const auto& m : metrics) mine.push_back(m.span_s);
-  std::vector<double> busy, span, wait, optimizer, offload_wait, sent;
+  std::vector<double> busy, span, wait, optimizer, offload_wait, sent, allocated;
   for (const auto& m : metrics) {
     busy.push_back(m.busy_s);
     span.push_back(m.span_s);
@@ -103,6 +103,7 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
     optimizer.push_back(m.optimizer_s);
     offload_wait.push_back(m.offload_wait_s);
     sent.push_back(static_cast<double>(m.sent_bytes));
+    allocated.push_back(static_cast<double>(m.allocated_bytes));
   }
   mine.push_back(median_after_first(busy));
   mine.push_back(median_after_first(span));
@@ -122,6 +123,7 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
   mine.push_back(offload.engine.map_seconds);
   mine.push_back(offload.engine.map_cpu_seconds);
   mine.push_back(median_after_first(sent));
+  mine.push_back(median_after_first(allocated));
   const LedgerSnapshot memory = MemoryLedger::process().snapshot();
   mine.push_back(static_cast<double>(memory.peak_total));
   for (MemoryCategory c : kAllMemoryCategories) mine.push_back(static_cast<double>(memory.peak_of(c)));
@@ -150,7 +152,7 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
   const std::size_t medians = 2 * steps;
   const std::size_t offload_at = medians + 4;
   const std::size_t sent_at = offload_at + 12;
-  const std::size_t memory_at = sent_at + 1;
+  const std::size_t memory_at = sent_at + 2;
   const std::size_t rss_at = memory_at + 1 + kMemoryCategoryCount;
   const std::size_t chunks_at = rss_at + 1;
 
@@ -194,6 +196,7 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
                        {"prefetch_map_cpu_seconds", at(r, offload_at + 11)},
                        {"engine_binding", engine_binding[static_cast<std::size_t>(r)]}}},
                      {"sent_bytes_per_step", at(r, sent_at)},
+                     {"allocated_bytes_per_step", at(r, sent_at + 1)},
                      {"peak_bytes", static_cast<std::size_t>(at(r, memory_at))},
                      {"peak_bytes_by_category", by_category(peak)},
                      {"peak_rss_bytes", static_cast<std::size_t>(at(r, rss_at))}});

@@ -118,6 +118,8 @@ def collect(out):
                 "map_cpu_seconds": o.get("prefetch_map_cpu_seconds", 0),
                 "wait_seconds_per_step": o["wait_seconds_per_step"],
                 "failed_evictions": o["failed_evictions"],
+                # memory the rank mapped anew per step (median after the first)
+                "allocated_bytes_per_step": r.get("allocated_bytes_per_step"),
             })
         moved = sum(r["bytes_evicted"] + r["bytes_prefetched"] for r in per_rank)
         map_s = sum(r["map_seconds"] for r in per_rank)
@@ -146,6 +148,9 @@ def collect(out):
             evict_gb_per_s=ev / ev_s / 1e9 if ev_s > 0 else None,
             prefetch_gb_per_s=pf / pf_s / 1e9 if pf_s > 0 else None,
             map_s_per_step=max(r["map_seconds"] for r in per_rank) / report["steps"],
+            allocated_bytes_per_step=max((r["allocated_bytes_per_step"] for r in per_rank
+                                          if r["allocated_bytes_per_step"] is not None),
+                                         default=None),
             wait_s_per_step=max(r["wait_seconds_per_step"] for r in per_rank),
             failed_evictions=sum(r["failed_evictions"] for r in per_rank),
             ranks=per_rank,
@@ -183,14 +188,14 @@ def cap_label(r):
 
 def markdown(results, ceilings):
     lines = ["| model | tier | cap | look-ahead | iteration (s) | vs none | peak MiB | stash MiB "
-             "| staging MiB | RSS MiB | moved GiB | transfer GB/s | per CPU s | map s/step | wait s/step "
-             "| load |",
+             "| staging MiB | RSS MiB | moved GiB | transfer GB/s | per CPU s | map s/step "
+             "| alloc MiB/step | wait s/step | load |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
-             "| --- |"]
+             "| --- | --- |"]
     for r in results:
         if r["status"] == "skipped":
             lines.append(f"| {r.get('model') or 'all'} | {r['tier']} | | | skipped: {r['message']} "
-                         "| | | | | | | | | | | |")
+                         "| | | | | | | | | | | | |")
             continue
         la = r["lookahead"] if r["tier"] != "none" else ""
         if r["status"] == "failed":
@@ -198,7 +203,7 @@ def markdown(results, ceilings):
             if len(msg) > 140:
                 msg = msg[:137] + "..."
             lines.append(f"| {r['model']} | {r['tier']} | {cap_label(r)} | {la} | did not run: {msg} "
-                         f"| | | | | | | | | | | {fmt(r['load_at_start'], '.1f')} |")
+                         f"| | | | | | | | | | | | {fmt(r['load_at_start'], '.1f')} |")
             continue
         lines.append(
             f"| {r['model']} | {r['tier']} | {cap_label(r)} | {la} | {r['iteration_s']:.2f} | "
@@ -207,6 +212,7 @@ def markdown(results, ceilings):
             f"{fmt(r['rss_bytes'] and r['rss_bytes'] / MIB, '.0f')} | "
             f"{r['bytes_moved'] / (1 << 30):.2f} | {fmt(r['transfer_gb_per_s'], '.2f')} | "
             f"{fmt(r['cpu_gb_per_s'], '.2f')} | {r['map_s_per_step']:.3f} | "
+            f"{fmt(r['allocated_bytes_per_step'] and r['allocated_bytes_per_step'] / MIB, '.0f')} | "
             f"{r['wait_s_per_step']:.3f} | {fmt(r['load_at_start'], '.1f')} |")
     c = ceilings
     f1, f2 = c["file"]["one_stream"], c["file"]["two_streams_per_stream"]
@@ -440,7 +446,7 @@ CSV_FIELDS = ["name", "model", "tier", "cap_fraction", "cap_bytes", "lookahead",
               "iteration_s", "iteration_ratio", "tokens_per_s", "peak_bytes", "stash_bytes",
               "staging_bytes", "rss_bytes", "stash_cut", "bytes_moved", "engine_seconds",
               "transfer_gb_per_s", "evict_gb_per_s", "prefetch_gb_per_s", "engine_cpu_seconds",
-              "cpu_gb_per_s", "map_s_per_step", "wait_s_per_step",
+              "cpu_gb_per_s", "map_s_per_step", "allocated_bytes_per_step", "wait_s_per_step",
               "rank0_peak_bytes", "rank1_peak_bytes", "rank0_rss_bytes", "rank1_rss_bytes",
               "load_at_start", "message"]
 

@@ -48,6 +48,18 @@ TEST(MemoryLedger, CapBelowUsageIsRefused) {
   EXPECT_FALSE(ledger.cap().has_value());
 }
 
+TEST(MemoryLedger, ReservedTotalCountsEveryReservationFreedOrNot) {
+  MemoryLedger ledger;
+  ASSERT_TRUE(ledger.set_cap(1000).ok());
+  ASSERT_TRUE(ledger.reserve(MemoryCategory::stash, 600).ok());
+  ledger.release(MemoryCategory::stash, 600);
+  ASSERT_TRUE(ledger.reserve(MemoryCategory::workspace, 300).ok());
+  EXPECT_FALSE(ledger.reserve(MemoryCategory::stash, 800).ok());  // refused: not counted
+  ledger.reset_peaks();
+  EXPECT_EQ(ledger.reserved_total(), 900u);
+  EXPECT_EQ(ledger.snapshot().reserved_total, 900u);
+}
+
 TEST(MemoryLedger, ResetPeaksStartsFromCurrentUse) {
   MemoryLedger ledger;
   ASSERT_TRUE(ledger.reserve(MemoryCategory::workspace, 900).ok());

@@ -65,6 +65,8 @@ struct Outcome {
   std::size_t peak_stash_bytes = 0;  // the largest over the run's ranks, on rank 0
   std::size_t peak_bytes = 0;        // the largest total over the run's ranks, on rank 0
   double bytes_evicted = 0;          // summed over the run's ranks, on rank 0
+  std::size_t last_step_allocated_bytes = 0;  // the ledger's, the largest over ranks, on rank 0
+  std::size_t slot_bytes = 0;  // the largest microbatch slot over the run's ranks, on rank 0
 };
 
 inline Outcome reference(const TrainSettings& settings) {
@@ -126,6 +128,7 @@ inline Outcome pipeline(const TrainSettings& train, const std::string& schedule,
                                        train.microbatches, ranks);
     Status status = layout.status();
     double evicted = 0;
+    unsigned long long allocated = 0, slot = 0;
     if (layout.ok()) {
       settings.layout = *layout;
       auto executor = PipelineExecutor::create(settings, comm);
@@ -151,6 +154,11 @@ inline Outcome pipeline(const TrainSettings& train, const std::string& schedule,
       }
       if (executor.ok()) {
         evicted = static_cast<double>((*executor)->offload_totals().engine.bytes_evicted);
+        const auto& metrics = (*executor)->step_metrics();
+        if (!metrics.empty()) allocated = static_cast<unsigned long long>(metrics.back().allocated_bytes);
+        for (std::size_t c = 0; c < (*executor)->local_chunks(); ++c) {
+          slot = std::max<unsigned long long>(slot, (*executor)->stash_bytes(static_cast<int>(c)));
+        }
       }
     }
     run.ok = status.ok();
@@ -164,6 +172,10 @@ inline Outcome pipeline(const TrainSettings& train, const std::string& schedule,
     run.peak_bytes = largest;
     (void)MemoryLedger::process().set_cap(std::nullopt);  // the cap is the process's
     MPI_Reduce(&evicted, &run.bytes_evicted, 1, MPI_DOUBLE, MPI_SUM, 0, comm);
+    MPI_Reduce(&allocated, &largest, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, 0, comm);
+    run.last_step_allocated_bytes = largest;
+    MPI_Reduce(&slot, &largest, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, 0, comm);
+    run.slot_bytes = largest;
     MPI_Comm_free(&comm);
   }
   return run;

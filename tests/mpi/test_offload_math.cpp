@@ -75,6 +75,46 @@ TEST(OffloadUnderCap, AJobThatDoesNotFitTrainsWithOffload) {
   EXPECT_EQ(offloaded.weights, free_run.weights);
 }
 
+// With offload a slot's memory goes to its chunk's spare when its stash is evicted or its
+// backward is done, and the next forward, prefetch or backward takes it instead of mapping
+// new pages. Without that a GPipe step that offloads every stash maps every forward's slot,
+// every prefetch's stash and every backward's gradients anew: m slots and m stashes. With
+// it, prefetches and backwards take what the microbatch before left, in instruction order;
+// only a forward can find the spare empty (when no eviction finished since the forward
+// before: the copy thread's timing), so a step maps at most m slots and one more (the
+// gradients dropped at the step's end).
+TEST(OffloadRecycling, AStepMapsNoMoreThanItsForwardsMayMiss) {
+  const TrainSettings settings = tiny_gpt(8, "adamw");
+  const int m = 8;
+  const Outcome resident = pipeline(settings, "gpipe", 2, 1);
+  const Outcome run = pipeline(settings, "gpipe", 2, 1, offload_to(OffloadTier::file));
+  if (world_rank() != 0) return;
+  ASSERT_TRUE(run.ok) << run.error;
+  ASSERT_GT(run.slot_bytes, 0u);
+  std::printf("recycling: last step mapped %zu bytes, resident %zu, a slot %zu\n",
+              run.last_step_allocated_bytes, resident.last_step_allocated_bytes, run.slot_bytes);
+  EXPECT_LE(run.last_step_allocated_bytes,
+            resident.last_step_allocated_bytes + static_cast<std::size_t>(m + 1) * run.slot_bytes);
+}
+
+// The spares count in the ledger. A cap at the run's own uncapped peak binds where an
+// allocation would pass it: the spares' memory goes first, then the wait for evictions; the
+// ledger stays under it, with the same bits.
+TEST(OffloadRecycling, ACapAtTheUncappedPeakHolds) {
+  TrainSettings settings = tiny_gpt(8, "adamw");
+  const Outcome free_run = pipeline(settings, "gpipe", 2, 1, offload_to(OffloadTier::file));
+  unsigned long long cap = world_rank() == 0 ? free_run.peak_bytes : 0;
+  MPI_Bcast(&cap, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
+  settings.memory_cap = static_cast<std::size_t>(cap);
+  const Outcome capped = pipeline(settings, "gpipe", 2, 1, offload_to(OffloadTier::file));
+  if (world_rank() != 0) return;
+  ASSERT_TRUE(free_run.ok) << free_run.error;
+  ASSERT_TRUE(capped.ok) << capped.error;
+  EXPECT_LE(capped.peak_bytes, cap);
+  EXPECT_EQ(capped.loss, free_run.loss);
+  EXPECT_EQ(capped.weights, free_run.weights);
+}
+
 TEST(OffloadSetup, HostTierOnASingleMemoryNodeSaysWhatToUseInstead) {
   const Outcome run = pipeline(tiny_gpt(4), "1f1b", 2, 1, offload_to(OffloadTier::host));
   if (world_rank() != 0) return;
