@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <utility>
 
 #include "kernels/memory_ledger.hpp"
 #include "offload/file_tier.hpp"
@@ -514,8 +515,16 @@ void PipelineExecutor::drop_spares() {
 // step's first forwards, with the last backward's gradients). With memory of `kind` still
 // parked, the request is one of several (a forward's output after its stash, receives
 // posted ahead) and the others take the rest; the other kind stays for what comes next.
+//
+// Stash memory first looks for evictions of the chunk that have finished since the last
+// instruction: their memory goes to the spare, where this request then finds it. A forward
+// allocates its stash block by block while the previous microbatch's eviction is still
+// copying out; without this it would map the whole stash anew and hold it beside the
+// evicted one, and at GPipe's last forward, with the first backward's stash already coming
+// back, a rank held three stashes at once where two and a few blocks suffice.
 void PipelineExecutor::before_mapping(int chunk, int kind) {
   const auto c = static_cast<std::size_t>(chunk);
+  if (kind == kStashMemory) settle_finished_evictions(chunk);
   for (std::size_t other = 0; other < spare_kinds_.size(); ++other) {
     if (other == c) continue;
     for (const auto& stashes : spare_kinds_[other]) {
@@ -1024,20 +1033,35 @@ Status PipelineExecutor::reduce_grads(int chunk) {
   return Status::success();
 }
 
-// Non-blocking collectives advance only inside MPI calls: test them between instructions.
-// Finished evictions give their memory back here too, as soon as they are noticed.
-Status PipelineExecutor::progress() {
-  if (engine_) SPW_TRY(reclaim_retired());
+// Finished evictions of `chunk` (every chunk for -1) give their memory back, without waiting
+// for the ones still running. A failure to settle one is kept for the next progress(): this
+// runs inside allocations, where it cannot be returned.
+void PipelineExecutor::settle_finished_evictions(int only_chunk) {
   for (std::size_t i = 0; i < evicting_.size();) {
     const auto [chunk, mb] = evicting_[i];
+    if (only_chunk >= 0 && chunk != only_chunk) {
+      ++i;
+      continue;
+    }
     Slot* s = active_[static_cast<std::size_t>(chunk)][static_cast<std::size_t>(mb)];
-    if (s != nullptr) SPW_TRY(settle_eviction(*s, chunk, mb, /*block=*/false));
+    if (s != nullptr) {
+      const Status settled = settle_eviction(*s, chunk, mb, /*block=*/false);
+      if (!settled.ok() && settle_error_.ok()) settle_error_ = settled;
+    }
     if (s == nullptr || s->residency != Slot::Residency::evicting) {
       evicting_.erase(evicting_.begin() + static_cast<std::ptrdiff_t>(i));
     } else {
       ++i;
     }
   }
+}
+
+// Non-blocking collectives advance only inside MPI calls: test them between instructions.
+// Finished evictions give their memory back here too, as soon as they are noticed.
+Status PipelineExecutor::progress() {
+  if (engine_) SPW_TRY(reclaim_retired());
+  settle_finished_evictions(-1);
+  if (!settle_error_.ok()) return std::exchange(settle_error_, Status::success());
   if (reduces_done_ || reduce_requests_.empty()) return Status::success();
   int done = 0;
   SPW_TRY(mpi_check(MPI_Testall(static_cast<int>(reduce_requests_.size()),

@@ -193,6 +193,7 @@ class PipelineExecutor {
   void release_if_offloading(Slot& slot);
   void release_unsent(Slot& slot, int chunk);
   void drop_spares();
+  void settle_finished_evictions(int only_chunk);
   void before_mapping(int chunk, int kind);
   static std::size_t bytes_held(const Slot& slot);
   Status reclaim_retired();
@@ -269,6 +270,7 @@ class PipelineExecutor {
 
   std::unique_ptr<offload::OffloadEngine> engine_;
   std::vector<std::pair<int, int>> evicting_;  // (chunk, mb) whose eviction may be running
+  Status settle_error_;  // from settle_finished_evictions inside an allocation, for progress()
   std::int64_t failed_evictions_ = 0;
   std::vector<std::size_t> stash_estimate_;  // [chunk] the most one forward allocated so far
   std::vector<std::size_t> grads_estimate_;  // [chunk] the most one backward's gradients held

@@ -10,14 +10,16 @@ Result<Tensor*> Stash::get(std::size_t slot, const Shape& shape, FirstTouch firs
   if (tensor.allocation() != nullptr && tensor.shape() == shape) return &tensor;
   tensor = Tensor();  // give the old memory back before asking for more
   if (spare_ != nullptr) {
-    if (slot < spare_->tensors_.size()) {
+    const auto take_parked = [&] {
+      if (slot >= spare_->tensors_.size()) return false;
       Tensor& parked = spare_->tensors_[slot];
-      if (parked.allocation() != nullptr && parked.shape() == shape) {
-        tensor = std::exchange(parked, Tensor());
-        return &tensor;
-      }
-    }
+      if (parked.allocation() == nullptr || !(parked.shape() == shape)) return false;
+      tensor = std::exchange(parked, Tensor());
+      return true;
+    };
+    if (take_parked()) return &tensor;
     (*on_miss_)();
+    if (take_parked()) return &tensor;  // on_miss may have parked memory that just came free
   }
   SPW_ASSIGN_OR_RETURN(tensor, first_touch == FirstTouch::none
                                    ? Tensor::uninitialized(shape, category_)

@@ -28,8 +28,8 @@ class Stash {
 
   // The tensor in `slot`, if it is missing or has another shape taken from the same slot of
   // the spare when that has the shape, else allocated (zeroed, or with FirstTouch::none left
-  // untouched for a caller that overwrites it whole) after calling on_miss. Its contents are
-  // whatever the last user left there.
+  // untouched for a caller that overwrites it whole) after calling on_miss, unless on_miss
+  // parked a tensor there that fits. Its contents are whatever the last user left there.
   Result<Tensor*> get(std::size_t slot, const Shape& shape,
                       FirstTouch first_touch = FirstTouch::parallel_zero);
   // The tensor in `slot`, which an earlier get() must have created.

@@ -82,6 +82,36 @@ TEST(Stash, TheSpareHoldsOneTensorPerPlaceAndFreesTheRest) {
   EXPECT_EQ(ledger().current_total(), held - (2 * 32 * 32 + 4) * sizeof(float));
 }
 
+// The executor's on_miss settles evictions that finished meanwhile, which parks their memory
+// in the spare: the get() that called it takes that memory instead of allocating.
+TEST(Stash, MemoryThatOnMissParksIsTakenWithoutAllocating) {
+  Stash spare, evicted, next;
+  const std::function<void()> nothing = [] {};
+  evicted.recycle_from(&spare, &nothing);
+  ASSERT_TRUE(evicted.get(3, {40, 8}).ok());
+  const float* memory = evicted.at(3).data();
+  int misses = 0;
+  const std::function<void()> settle = [&] {
+    ++misses;
+    evicted.give_back(3);  // what settling a finished eviction does
+  };
+  next.recycle_from(&spare, &settle);
+  const std::size_t reserved = ledger().reserved_total();
+  auto taken = next.get(3, {40, 8});
+  ASSERT_TRUE(taken.ok()) << taken.status().message();
+  EXPECT_EQ(misses, 1);
+  EXPECT_EQ((*taken)->data(), memory);
+  EXPECT_EQ(ledger().reserved_total(), reserved);
+  EXPECT_EQ(spare.bytes(), 0u);
+
+  // A parked tensor of another shape is not taken: the get() allocates.
+  ASSERT_TRUE(evicted.get(3, {40, 8}).ok());
+  auto other = next.get(4, {8});
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(misses, 2);
+  EXPECT_EQ(ledger().reserved_total(), reserved + (40 * 8 + 8) * sizeof(float));
+}
+
 TEST(Stash, WithoutASpareGivingBackFrees) {
   Stash stash;
   ASSERT_TRUE(stash.get(0, {128}).ok());
