@@ -9,7 +9,7 @@
 #   results.json, results.csv, memory_pressure.svg, bandwidth.svg, results.md (summarize.py)
 #
 #   bench/memory_pressure/run.sh OUT_DIR [--quick] [--models "gpt-m gpt-l"] [--caps "none 0.6"]
-#                                [--tiers "file peer host"] [--lookaheads "1 2"]
+#                                [--tiers "file peer host"] [--lookaheads "1 2"] [--keep N]
 #
 # Caps are fractions of the model's measured no-offload peak (the largest rank's ledger peak),
 # so a sweep means the same on any machine; "none" runs the tiers without a cap. By default
@@ -20,6 +20,8 @@
 # The host tier runs only where there is a second memory node (NUMA node or memory kind);
 # elsewhere manifest.jsonl records it as skipped, with the reason.
 # --quick: a small model, caps none and 0.85, lookahead 1, small ceilings (a smoke test: seconds).
+# --keep N: offload.keep for every offload run (default 1, the job default: the newest stash
+# stays resident; 0 offloads every stash, the least memory).
 # Environment:
 #   SPILLWAY        the binary (default build/release/runtime/spillway)
 #   BENCH_CEILINGS  bench_ceilings (default: bench/memory_pressure/bench_ceilings in the
@@ -34,21 +36,22 @@ die() { echo "run.sh: $*" >&2; exit 1; }
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 
-[ $# -ge 1 ] || die "usage: bench/memory_pressure/run.sh OUT_DIR [--quick] [--models LIST] [--caps LIST] [--tiers LIST] [--lookaheads LIST]"
+[ $# -ge 1 ] || die "usage: bench/memory_pressure/run.sh OUT_DIR [--quick] [--models LIST] [--caps LIST] [--tiers LIST] [--lookaheads LIST] [--keep N]"
 out=$1
 shift
 case $out in -*) die "OUT_DIR comes first, got option $out" ;; esac
-quick=0 models="gpt-m gpt-l" caps="" tiers="file peer host" lookaheads=""
+quick=0 models="gpt-m gpt-l" caps="" tiers="file peer host" lookaheads="" keep=1
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) quick=1; shift ;;
-    --models|--caps|--tiers|--lookaheads)
+    --models|--caps|--tiers|--lookaheads|--keep)
       [ $# -ge 2 ] || die "$1 needs a value"
       case $1 in
         --models) models=$2 ;; --caps) caps=$2 ;; --tiers) tiers=$2 ;; --lookaheads) lookaheads=$2 ;;
+        --keep) keep=$2 ;;
       esac
       shift 2 ;;
-    *) die "unknown option $1 (options: --quick, --models, --caps, --tiers, --lookaheads)" ;;
+    *) die "unknown option $1 (options: --quick, --models, --caps, --tiers, --lookaheads, --keep)" ;;
   esac
 done
 if [ $quick -eq 1 ]; then
@@ -62,6 +65,7 @@ done
 for t in $tiers; do
   case $t in file|peer|host) ;; *) die "--tiers takes file, peer and host, got '$t'" ;; esac
 done
+case $keep in ''|*[!0-9]*) die "--keep takes a non-negative integer, got '$keep'" ;; esac
 for l in ${lookaheads:-1}; do
   case $l in ''|*[!0-9]*|0) die "--lookaheads takes positive integers, got '$l'" ;; esac
 done
@@ -146,7 +150,7 @@ else
   caps_of[gpt-l]=${caps:-none 0.7}
   ceiling_args=()
 fi
-common=(--set data.source=synthetic --set offload.keep=1 --set offload.verify=false
+common=(--set data.source=synthetic --set "offload.keep=$keep" --set offload.verify=false
         --set "offload.dir=\"$offload_dir\"")
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -188,7 +192,7 @@ run() {
   said=$(grep -m1 '^spillway: error' "$dir.log" || grep -v '^step ' "$dir.log" | tail -1)
   echo "  $name: exit $status after $(( $(date +%s) - t0 ))s: ${said:0:160}" >&2
   manifest_line name="$name" model="$model" tier="$tier" cap_fraction="$fraction" cap_bytes="$cap" \
-    lookahead="$la" exit_code="$status" report="runs/$name/report.json" log="runs/$name.log" \
+    lookahead="$la" keep="$keep" exit_code="$status" report="runs/$name/report.json" log="runs/$name.log" \
     load_at_start="$load"
   return 0
 }

@@ -84,5 +84,8 @@ check "with one line naming it" bash -c "test \$(wc -l < '$work/nodir.txt') -eq 
 "$run" "$work/bad" --caps 1.5 > "$work/badcap.txt" 2>&1
 check "a cap above 1 exits 1" test $? -eq 1
 check "with one line saying what caps are" bash -c "test \$(wc -l < '$work/badcap.txt') -eq 1 && grep -q 'caps takes fractions' '$work/badcap.txt'"
+"$run" "$work/bad" --keep -1 > "$work/badkeep.txt" 2>&1
+check "a negative keep exits 1" test $? -eq 1
+check "with one line saying what keep takes" bash -c "test \$(wc -l < '$work/badkeep.txt') -eq 1 && grep -q 'keep takes a non-negative integer' '$work/badkeep.txt'"
 
 finish
