@@ -27,6 +27,11 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 // CPU time of the calling thread: what a request cost the core, without the time the thread
 // waited for it, for I/O or for the peer.
+double clock_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 double thread_cpu_seconds() {
   timespec t{};
   if (::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) != 0) return 0;
@@ -218,7 +223,9 @@ Status OffloadEngine::execute_evict(const Request& request, std::vector<std::uin
   crcs.clear();
   if (options_.verify)
     for (const Region& region : request.regions) crcs.push_back(crc32c(region.data, region.bytes));
+  const double copy_start = clock_seconds();
   Status status = tier_->store(request.id, request.regions);
+  if (status.ok()) keep_transfer({copy_start, clock_seconds(), total_bytes(request.regions)});
   if (!status.ok())
     return status.with_context("evicting " + stash(request.id) + " to the " + tier_->name() +
                                " tier");
@@ -239,7 +246,9 @@ Status OffloadEngine::execute_prefetch(const Request& request, bool stored,
     stats_.map_seconds += seconds_since(start);
     stats_.map_cpu_seconds += thread_cpu_seconds() - cpu_start;
   }
+  const double copy_start = clock_seconds();
   Status status = tier_->load(request.id, request.regions);
+  if (status.ok()) keep_transfer({copy_start, clock_seconds(), total_bytes(request.regions)});
   tier_->drop(request.id);
   if (!status.ok()) return status.with_context(what);
   if (!options_.verify) return status;
@@ -317,6 +326,17 @@ bool OffloadEngine::done(std::uint64_t id) {
   std::lock_guard lock(mutex_);
   auto it = entries_.find(id);
   return it == entries_.end() || it->second.pending == 0;
+}
+
+void OffloadEngine::keep_transfer(const EngineTransfer& transfer) {
+  std::lock_guard lock(mutex_);
+  if (transfers_.size() == kKeptTransfers) transfers_.pop_front();
+  transfers_.push_back(transfer);
+}
+
+std::vector<EngineTransfer> OffloadEngine::transfers() const {
+  std::lock_guard lock(mutex_);
+  return {transfers_.begin(), transfers_.end()};
 }
 
 EngineStats OffloadEngine::stats() const {

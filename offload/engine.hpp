@@ -41,8 +41,18 @@ struct EngineStats {
   std::uint64_t evictions = 0, prefetches = 0;
 };
 
+// One successful copy to or from the tier (the tier's store or load alone: not the page
+// mapping or checksums around it), on the steady clock (CLOCK_MONOTONIC, shared by the
+// processes of a node), so copies of the ranks sharing a device can be set side by side.
+struct EngineTransfer {
+  double start_s = 0, end_s = 0;
+  std::uint64_t bytes = 0;
+};
+
 class OffloadEngine {
  public:
+  // The newest copies kept by transfers(): a bound on memory for long jobs.
+  static constexpr std::size_t kKeptTransfers = 4096;
   // invalid_argument without a tier or when bind_pu is not a PU of this node. A thread the
   // OS refuses to bind there runs unbound (bound_pu() -1, binding_note() says why): copies
   // may then compete with compute, but they stay correct.
@@ -68,6 +78,8 @@ class OffloadEngine {
   bool done(std::uint64_t id);
 
   EngineStats stats() const;
+  // The newest kKeptTransfers successful copies, oldest first.
+  std::vector<EngineTransfer> transfers() const;
   const Tier& tier() const { return *tier_; }
   // The PU the engine thread is bound to (OS index), or -1 when it is not bound.
   int bound_pu() const { return bound_pu_; }
@@ -108,6 +120,7 @@ class OffloadEngine {
   void finish(const Request& request, Status status, double seconds, double cpu_seconds,
               std::vector<std::uint32_t> crcs);
   void forget_if_idle(std::uint64_t id);
+  void keep_transfer(const EngineTransfer& transfer);
 
   std::unique_ptr<Tier> tier_;
   EngineOptions options_;
@@ -122,6 +135,7 @@ class OffloadEngine {
   std::uint64_t next_seq_ = 1;
   bool stopping_ = false;
   EngineStats stats_;
+  std::deque<EngineTransfer> transfers_;
   std::thread thread_;
 };
 

@@ -579,6 +579,7 @@ OffloadTotals PipelineExecutor::offload_totals() const {
   if (!engine_) return totals;
   totals.tier = engine_->tier().name();
   totals.engine = engine_->stats();
+  totals.transfers = engine_->transfers();
   totals.failed_evictions = failed_evictions_;
   totals.engine_pu = engine_->bound_pu();
   totals.engine_shares_core = engine_shares_core(engine_->cpus(), settings_.engine.compute_pus);

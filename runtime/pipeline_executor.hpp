@@ -81,6 +81,7 @@ struct OffloadTotals {
   int engine_pu = -1;                 // the PU its thread is bound to, -1: unbound
   bool engine_shares_core = false;    // it can run on a core a compute thread runs on
   std::string engine_binding;         // why it runs there (EngineBinding::why, or the failure)
+  std::vector<offload::EngineTransfer> transfers;  // the engine's newest successful copies
 };
 
 // Seconds this rank's chunks spent per microbatch, summed over the steps after the first

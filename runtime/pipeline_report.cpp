@@ -5,8 +5,10 @@
 #include <limits>
 
 #include "kernels/memory_ledger.hpp"
+#include "offload/transfer_rate.hpp"
 #include "partition/simulator.hpp"
 #include "runtime/mpi_support.hpp"
+#include "runtime/node_facts.hpp"
 #include "runtime/process_memory.hpp"
 
 namespace spw {
@@ -81,6 +83,61 @@ Result<LinkEstimates> measure_links(PipelineExecutor& executor, MPI_Comm world) 
   return links;
 }
 
+namespace {
+
+// Per node, the capacity tier's rate over its ranks' copies together (offload/transfer_rate.hpp):
+// with a file tier the node's ranks share one device, and this is the rate to set beside its
+// sequential bandwidth. Collective over `world`; the array (empty without offload) on rank 0.
+Result<nlohmann::json> offload_rate_by_node(const OffloadTotals& offload, MPI_Comm world,
+                                            int world_rank) {
+  std::vector<double> mine;
+  for (const offload::EngineTransfer& t : offload.transfers) {
+    mine.insert(mine.end(), {t.start_s, t.end_s, static_cast<double>(t.bytes)});
+  }
+  int size = 0;
+  SPW_TRY(mpi_check(MPI_Comm_size(world, &size), "sizing the world"));
+  const int count = static_cast<int>(mine.size());
+  std::vector<int> counts(static_cast<std::size_t>(world_rank == 0 ? size : 0));
+  SPW_TRY(mpi_check(MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, world),
+                    "gathering offload copy counts"));
+  std::vector<int> displs(counts.size(), 0);
+  for (std::size_t r = 1; r < counts.size(); ++r) displs[r] = displs[r - 1] + counts[r - 1];
+  std::vector<double> all(world_rank == 0 && size > 0
+                              ? static_cast<std::size_t>(displs.back() + counts.back())
+                              : 0);
+  SPW_TRY(mpi_check(MPI_Gatherv(mine.data(), count, MPI_DOUBLE, all.data(), counts.data(),
+                                displs.data(), MPI_DOUBLE, 0, world),
+                    "gathering offload copies"));
+  SPW_ASSIGN_OR_RETURN(const RankNodes nodes, gather_rank_nodes(world));
+  nlohmann::json out = nlohmann::json::array();
+  if (world_rank != 0 || offload.tier.empty()) return out;
+  const int node_count = nodes.node_of.empty()
+                             ? 0
+                             : *std::max_element(nodes.node_of.begin(), nodes.node_of.end()) + 1;
+  for (int node = 0; node < node_count; ++node) {
+    std::vector<offload::EngineTransfer> copies;
+    nlohmann::json members = nlohmann::json::array();
+    for (int r = 0; r < size; ++r) {
+      if (nodes.node_of[static_cast<std::size_t>(r)] != node) continue;
+      members.push_back(r);
+      const auto first = static_cast<std::size_t>(displs[static_cast<std::size_t>(r)]);
+      for (int k = 0; k < counts[static_cast<std::size_t>(r)]; k += 3) {
+        const std::size_t i = first + static_cast<std::size_t>(k);
+        copies.push_back({all[i], all[i + 1], static_cast<std::uint64_t>(all[i + 2])});
+      }
+    }
+    const offload::CombinedRate rate = offload::combined_rate(std::move(copies));
+    out.push_back({{"node", node},
+                   {"ranks", members},
+                   {"bytes", rate.bytes},
+                   {"busy_seconds", rate.busy_s},
+                   {"gb_per_s", rate.gb_per_s()}});
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm world,
                                        const LinkEstimates& links) {
   const LinkEstimate& link = links.pipeline;
@@ -146,6 +203,8 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
                     "gathering the pipeline report"));
   SPW_ASSIGN_OR_RETURN(std::vector<std::string> engine_binding,
                        gather_strings(world, offload.engine_binding));
+  SPW_ASSIGN_OR_RETURN(const nlohmann::json offload_by_node,
+                       offload_rate_by_node(offload, world, executor.world_rank()));
   if (executor.world_rank() != 0) return nlohmann::json();
 
   auto at = [&](int rank, std::size_t i) { return all[static_cast<std::size_t>(rank) * stride + i]; };
@@ -322,6 +381,7 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
        {{"iteration_seconds", median_after_first(iteration_per_step)},
         {"bubble_fraction", median_after_first(bubble_per_step)},
         {"bubble_fraction_by_step", bubble_per_step},
+        {"offload_by_node", offload_by_node},
         {"ranks", ranks}}},
       {"predicted", predicted}};
 }

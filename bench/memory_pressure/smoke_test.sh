@@ -40,6 +40,8 @@ offload = [r for r in ok if r["tier"] in ("file", "peer")]
 need({r["tier"] for r in offload} == {"file", "peer"}, "file and peer runs completed")
 need(all(r["bytes_moved"] > 0 and r["transfer_gb_per_s"] > 0 for r in offload),
      "every offload run moved bytes")
+need(all((r.get("node_gb_per_s") or 0) > 0 for r in offload),
+     "every offload run reports its node's combined copy rate")
 need(all(r["bytes_moved"] == 0 for r in ref), "the reference moved nothing")
 capped = [r for r in ok if r["cap_bytes"] is not None]
 need(any(r["tier"] == "file" for r in capped), "a capped file-tier run completed")

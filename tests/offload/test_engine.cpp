@@ -5,6 +5,7 @@
 #include <hwloc.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -225,6 +226,33 @@ TEST(OffloadEngine, APrefetchQueuedBehindAFailedEvictFailsToo) {
   EXPECT_EQ(status.message(), "evicting stash 1 to the memory tier: injected store failure");
   EXPECT_TRUE(stash.intact());
   EXPECT_EQ(engine->stats().prefetches, 0u);
+}
+
+// transfers(): each successful store and load, in order, on the steady clock; failed ones
+// are not copies the device made.
+TEST(OffloadEngine, TransfersListTheSuccessfulCopiesInOrder) {
+  auto live = std::make_shared<int>(0);
+  auto owned = std::make_unique<MemoryTier>(live);
+  MemoryTier* tier = owned.get();
+  auto engine = engine_on(std::move(owned));
+  ASSERT_TRUE(engine);
+  Stash stash(8, {128, 64});
+  const double before = std::chrono::duration<double>(
+                            std::chrono::steady_clock::now().time_since_epoch()).count();
+  ASSERT_TRUE(engine->evict(4, stash.regions()).ok());
+  ASSERT_TRUE(engine->prefetch(4, stash.regions()).ok());
+  ASSERT_TRUE(engine->wait(4).ok());
+  tier->fail_store = true;
+  ASSERT_TRUE(engine->evict(5, stash.regions()).ok());
+  EXPECT_FALSE(engine->wait(5).ok());
+  const auto copies = engine->transfers();
+  ASSERT_EQ(copies.size(), 2u);
+  for (const EngineTransfer& t : copies) {
+    EXPECT_EQ(t.bytes, 128u + 64u);
+    EXPECT_GE(t.start_s, before);
+    EXPECT_GE(t.end_s, t.start_s);
+  }
+  EXPECT_LE(copies[0].end_s, copies[1].start_s);  // one copy at a time, in queue order
 }
 
 TEST(OffloadEngine, AFailedLoadNamesTheIdAndDropsTheCopy) {
