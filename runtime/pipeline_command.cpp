@@ -94,7 +94,7 @@ Status train_opened_job(const JobConfig& job, const TrainCommand& command, Pipel
   record.elapsed_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  SPW_ASSIGN_OR_RETURN(nlohmann::json pipeline, pipeline_report(*executor, comm, links));
+  SPW_ASSIGN_OR_RETURN(nlohmann::json pipeline, pipeline_report(*executor, comm, links, nodes.node_of));
   SPW_ASSIGN_OR_RETURN(std::vector<TraceEvent> events, gather_trace(*executor, comm));
   if (rank != 0) return Status::success();
 

@@ -5,7 +5,6 @@
 #include <cstring>
 #include <limits>
 #include <optional>
-#include <utility>
 
 #include "kernels/memory_ledger.hpp"
 #include "offload/file_tier.hpp"
@@ -133,6 +132,7 @@ Status PipelineExecutor::setup(const PipelineSettings& settings, MPI_Comm world)
     policy.lookahead = settings_.offload.lookahead;
     SPW_ASSIGN_OR_RETURN(schedule_, sched::insert_offload(schedule_, policy));
   }
+  stages_.emplace(schedule_);  // schedule_ is final from here on
   list_ = schedule_.lists[static_cast<std::size_t>(pipeline_rank_)];
   for (std::size_t i = 0; i < list_.size(); ++i) {
     if (sched::is_recv(list_[i].op)) receive_positions_.push_back(i);
@@ -443,18 +443,18 @@ Status PipelineExecutor::offload(int mb, int chunk) {
 
 // Once a stash's copy is out, its memory is given back. A copy that failed leaves the
 // stash resident: its memory was never released, so nothing is lost and the cap still
-// holds; the run goes on with it in memory.
-Status PipelineExecutor::settle_eviction(Slot& s, int chunk, int mb, bool block) {
-  if (s.residency != Slot::Residency::evicting) return Status::success();
+// holds; the run goes on with it in memory. Nothing here fails.
+void PipelineExecutor::settle_eviction(Slot& s, int chunk, int mb, bool block) {
+  if (s.residency != Slot::Residency::evicting) return;
   const std::uint64_t id = stash_id(chunk, mb);
-  if (!block && !engine_->done(id)) return Status::success();
+  if (!block && !engine_->done(id)) return;
   const Status copied = engine_->wait(id);
   const double end = now();
   record(TraceTrack::offload, sched::Instruction::offload(mb, chunk), 0, s.transfer_started, end);
   if (!copied.ok()) {
     ++failed_evictions_;
     s.residency = Slot::Residency::resident;
-    return Status::success();
+    return;
   }
   // The memory goes to the chunk's spare, where the next forward or prefetch finds it
   // mapped: every microbatch of a chunk has the same stash layout.
@@ -469,7 +469,6 @@ Status PipelineExecutor::settle_eviction(Slot& s, int chunk, int mb, bool block)
     trace_.back().bytes = bytes;
   }
   s.residency = Slot::Residency::offloaded;
-  return Status::success();
 }
 
 // Under a memory cap, an allocation that would not fit first frees the spares' memory (the
@@ -492,7 +491,7 @@ Status PipelineExecutor::make_room(std::size_t bytes) {
     Slot* s = active_[static_cast<std::size_t>(chunk)][static_cast<std::size_t>(mb)];
     if (s == nullptr) continue;
     const double start = now();
-    SPW_TRY(settle_eviction(*s, chunk, mb, /*block=*/true));
+    settle_eviction(*s, chunk, mb, /*block=*/true);
     drop_spares();  // what the eviction gave back
     current_.offload_wait_s += now() - start;
   }
@@ -538,7 +537,7 @@ void PipelineExecutor::before_mapping(int chunk, int kind) {
 
 Status PipelineExecutor::prefetch(int mb, int chunk) {
   SPW_ASSIGN_OR_RETURN(Slot * s, slot(chunk, mb));
-  SPW_TRY(settle_eviction(*s, chunk, mb, /*block=*/true));
+  settle_eviction(*s, chunk, mb, /*block=*/true);
   if (s->residency != Slot::Residency::offloaded) return Status::success();
   SPW_TRY(make_room(bytes_of(s->offloaded)));
   // Give the stash its memory back, tensor by tensor in eviction order, then fill it: the
@@ -870,7 +869,7 @@ int PipelineExecutor::tag_of(const sched::Transfer& transfer) const {
 
 Result<std::int64_t> PipelineExecutor::send(const sched::Instruction& in) {
   SPW_ASSIGN_OR_RETURN(sched::Transfer transfer,
-                       sched::transfer_of(schedule_, pipeline_rank_, in));
+                       sched::transfer_of(schedule_, *stages_, pipeline_rank_, in));
   SPW_ASSIGN_OR_RETURN(Slot * s, slot(in.chunk, in.mb));
   const Tensor* data = nullptr;
   if (in.op == sched::Op::send_act) {
@@ -897,7 +896,7 @@ Result<std::int64_t> PipelineExecutor::send(const sched::Instruction& in) {
 // tensors in the same order (stash_tensors() and the learnt layout; the chunk's parameters).
 Result<std::int64_t> PipelineExecutor::send_stash(const sched::Instruction& in) {
   SPW_ASSIGN_OR_RETURN(sched::Transfer transfer,
-                       sched::transfer_of(schedule_, pipeline_rank_, in));
+                       sched::transfer_of(schedule_, *stages_, pipeline_rank_, in));
   SPW_ASSIGN_OR_RETURN(Slot * s, slot(in.chunk, in.mb));
   std::int64_t bytes = 0;
   for (Tensor* t : stash_tensors(*s, in.chunk)) {
@@ -917,7 +916,7 @@ Result<std::int64_t> PipelineExecutor::send_stash(const sched::Instruction& in) 
 // Waited for at the end of the step: the next OptimizerStep must not change them in flight.
 Result<std::int64_t> PipelineExecutor::send_params(const sched::Instruction& in) {
   SPW_ASSIGN_OR_RETURN(sched::Transfer transfer,
-                       sched::transfer_of(schedule_, pipeline_rank_, in));
+                       sched::transfer_of(schedule_, *stages_, pipeline_rank_, in));
   std::int64_t bytes = 0;
   for (auto& p : chunks_[static_cast<std::size_t>(in.chunk)]->parameters()) {
     SPW_ASSIGN_OR_RETURN(int count, element_count(*p.value));
@@ -980,7 +979,7 @@ Status PipelineExecutor::post_receives_through(std::size_t through, std::size_t 
       break;
     }
     SPW_ASSIGN_OR_RETURN(sched::Transfer transfer,
-                         sched::transfer_of(schedule_, pipeline_rank_, in));
+                         sched::transfer_of(schedule_, *stages_, pipeline_rank_, in));
     SPW_ASSIGN_OR_RETURN(std::vector<Tensor*> buffers, receive_buffers(in));
     PostedReceive& posted = posted_[next_to_post_];
     posted.posted_at = now();
@@ -1035,8 +1034,7 @@ Status PipelineExecutor::reduce_grads(int chunk) {
 }
 
 // Finished evictions of `chunk` (every chunk for -1) give their memory back, without waiting
-// for the ones still running. A failure to settle one is kept for the next progress(): this
-// runs inside allocations, where it cannot be returned.
+// for the ones still running.
 void PipelineExecutor::settle_finished_evictions(int only_chunk) {
   for (std::size_t i = 0; i < evicting_.size();) {
     const auto [chunk, mb] = evicting_[i];
@@ -1045,10 +1043,7 @@ void PipelineExecutor::settle_finished_evictions(int only_chunk) {
       continue;
     }
     Slot* s = active_[static_cast<std::size_t>(chunk)][static_cast<std::size_t>(mb)];
-    if (s != nullptr) {
-      const Status settled = settle_eviction(*s, chunk, mb, /*block=*/false);
-      if (!settled.ok() && settle_error_.ok()) settle_error_ = settled;
-    }
+    if (s != nullptr) settle_eviction(*s, chunk, mb, /*block=*/false);
     if (s == nullptr || s->residency != Slot::Residency::evicting) {
       evicting_.erase(evicting_.begin() + static_cast<std::ptrdiff_t>(i));
     } else {
@@ -1062,7 +1057,6 @@ void PipelineExecutor::settle_finished_evictions(int only_chunk) {
 Status PipelineExecutor::progress() {
   if (engine_) SPW_TRY(reclaim_retired());
   settle_finished_evictions(-1);
-  if (!settle_error_.ok()) return std::exchange(settle_error_, Status::success());
   if (reduces_done_ || reduce_requests_.empty()) return Status::success();
   int done = 0;
   SPW_TRY(mpi_check(MPI_Testall(static_cast<int>(reduce_requests_.size()),

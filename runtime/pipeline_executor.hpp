@@ -35,6 +35,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -185,7 +186,7 @@ class PipelineExecutor {
   std::uint64_t stash_id(int chunk, int mb) const;
   Status offload(int mb, int chunk);
   Status prefetch(int mb, int chunk);
-  Status settle_eviction(Slot& slot, int chunk, int mb, bool block);
+  void settle_eviction(Slot& slot, int chunk, int mb, bool block);
   Status ensure_resident(Slot& slot, int chunk, int mb);
   Status make_room(std::size_t bytes);
   Result<Slot*> slot(int chunk, int mb);
@@ -209,6 +210,7 @@ class PipelineExecutor {
 
   PipelineSettings settings_;
   sched::Schedule schedule_;
+  std::optional<sched::StageIndex> stages_;  // of schedule_, for the transfers of every step
   std::vector<sched::Instruction> list_;
   std::vector<std::size_t> receive_positions_;  // where the receives sit in list_
   MPI_Comm world_ = MPI_COMM_NULL;
@@ -271,7 +273,6 @@ class PipelineExecutor {
 
   std::unique_ptr<offload::OffloadEngine> engine_;
   std::vector<std::pair<int, int>> evicting_;  // (chunk, mb) whose eviction may be running
-  Status settle_error_;  // from settle_finished_evictions inside an allocation, for progress()
   std::int64_t failed_evictions_ = 0;
   std::vector<std::size_t> stash_estimate_;  // [chunk] the most one forward allocated so far
   std::vector<std::size_t> grads_estimate_;  // [chunk] the most one backward's gradients held

@@ -8,7 +8,6 @@
 #include "offload/transfer_rate.hpp"
 #include "partition/simulator.hpp"
 #include "runtime/mpi_support.hpp"
-#include "runtime/node_facts.hpp"
 #include "runtime/process_memory.hpp"
 
 namespace spw {
@@ -89,7 +88,7 @@ namespace {
 // with a file tier the node's ranks share one device, and this is the rate to set beside its
 // sequential bandwidth. Collective over `world`; the array (empty without offload) on rank 0.
 Result<nlohmann::json> offload_rate_by_node(const OffloadTotals& offload, MPI_Comm world,
-                                            int world_rank) {
+                                            int world_rank, const std::vector<int>& node_of) {
   std::vector<double> mine;
   for (const offload::EngineTransfer& t : offload.transfers) {
     mine.insert(mine.end(), {t.start_s, t.end_s, static_cast<double>(t.bytes)});
@@ -108,17 +107,15 @@ Result<nlohmann::json> offload_rate_by_node(const OffloadTotals& offload, MPI_Co
   SPW_TRY(mpi_check(MPI_Gatherv(mine.data(), count, MPI_DOUBLE, all.data(), counts.data(),
                                 displs.data(), MPI_DOUBLE, 0, world),
                     "gathering offload copies"));
-  SPW_ASSIGN_OR_RETURN(const RankNodes nodes, gather_rank_nodes(world));
   nlohmann::json out = nlohmann::json::array();
   if (world_rank != 0 || offload.tier.empty()) return out;
-  const int node_count = nodes.node_of.empty()
-                             ? 0
-                             : *std::max_element(nodes.node_of.begin(), nodes.node_of.end()) + 1;
+  const int node_count =
+      node_of.empty() ? 0 : *std::max_element(node_of.begin(), node_of.end()) + 1;
   for (int node = 0; node < node_count; ++node) {
     std::vector<offload::EngineTransfer> copies;
     nlohmann::json members = nlohmann::json::array();
     for (int r = 0; r < size; ++r) {
-      if (nodes.node_of[static_cast<std::size_t>(r)] != node) continue;
+      if (node_of[static_cast<std::size_t>(r)] != node) continue;
       members.push_back(r);
       const auto first = static_cast<std::size_t>(displs[static_cast<std::size_t>(r)]);
       for (int k = 0; k < counts[static_cast<std::size_t>(r)]; k += 3) {
@@ -139,7 +136,8 @@ Result<nlohmann::json> offload_rate_by_node(const OffloadTotals& offload, MPI_Co
 }  // namespace
 
 Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm world,
-                                       const LinkEstimates& links) {
+                                       const LinkEstimates& links,
+                                       const std::vector<int>& node_of) {
   const LinkEstimate& link = links.pipeline;
   const PipelineLayout& layout = executor.layout();
   const int size = layout.world_size();
@@ -204,7 +202,7 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
   SPW_ASSIGN_OR_RETURN(std::vector<std::string> engine_binding,
                        gather_strings(world, offload.engine_binding));
   SPW_ASSIGN_OR_RETURN(const nlohmann::json offload_by_node,
-                       offload_rate_by_node(offload, world, executor.world_rank()));
+                       offload_rate_by_node(offload, world, executor.world_rank(), node_of));
   if (executor.world_rank() != 0) return nlohmann::json();
 
   auto at = [&](int rank, std::size_t i) { return all[static_cast<std::size_t>(rank) * stride + i]; };

@@ -31,9 +31,10 @@ struct LinkEstimates {
 // neighbouring replicas (8 bytes and 1 MiB); means over the pairs. A few milliseconds.
 Result<LinkEstimates> measure_links(PipelineExecutor& executor, MPI_Comm world);
 
-// The "pipeline" object of report.json.
+// The "pipeline" object of report.json. node_of: each world rank's node (RankNodes::node_of).
 Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm world,
-                                       const LinkEstimates& links);
+                                       const LinkEstimates& links,
+                                       const std::vector<int>& node_of);
 
 // Every rank's trace events on world rank 0, ordered by rank.
 Result<std::vector<TraceEvent>> gather_trace(const PipelineExecutor& executor, MPI_Comm world);
