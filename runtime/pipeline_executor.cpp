@@ -787,6 +787,7 @@ Status PipelineExecutor::forward(int mb, int chunk) {
     double loss = 0;
     SPW_TRY(block.forward(data, b == 0 ? input : &s->acts.at(b), output, s->states[b], &loss));
     if (block.computes_loss()) losses_[static_cast<std::size_t>(mb)] = loss;
+    SPW_TRY(poke_communication());
   }
   if (engine_) {
     std::size_t& estimate = stash_estimate_[static_cast<std::size_t>(chunk)];
@@ -828,6 +829,7 @@ Status PipelineExecutor::backward_input(int mb, int chunk) {
     }
     const Tensor* block_doutput = b + 1 == model.size() ? doutput : &s->grads.at(b + 1);
     SPW_TRY(block.backward_input(data, block_input, block_doutput, dinput, s->states[b]));
+    SPW_TRY(poke_communication());
   }
   if (engine_) {
     std::size_t bytes = s->grads.bytes();
@@ -856,6 +858,7 @@ Status PipelineExecutor::backward_weight(int mb, int chunk) {
     const Tensor* block_input = b == 0 ? input : &s->acts.at(b);
     const Tensor* block_doutput = b + 1 == model.size() ? doutput : &s->grads.at(b + 1);
     SPW_TRY(model.block(b).backward_weight(data, block_input, block_doutput, s->states[b]));
+    SPW_TRY(poke_communication());
   }
   s->weight_done = true;
   return retire_if_done(chunk, mb);
@@ -1004,6 +1007,7 @@ Status PipelineExecutor::receive(const sched::Instruction& in, std::size_t posit
                                 index));
   const double start = now();
   SPW_TRY(waitall(posted_[index].requests, "receiving from a neighbouring pipeline rank"));
+  next_to_receive_ = std::max(next_to_receive_, index + 1);
   const double end = now();
   current_.recv_wait_s += end - start;
   record(TraceTrack::communication, in, posted_[index].bytes, start, end);
@@ -1077,6 +1081,20 @@ Status PipelineExecutor::progress() {
     reduce_requests_.clear();
   }
   return Status::success();
+}
+
+// A message larger than the eager limit moves only when its receiver is inside MPI: the
+// receiver matches the sender's header and pulls the data (single copy), then tells the
+// sender. A rank computing a whole stage would hold its neighbour's send, and with it the
+// slot that send reads from, for the length of the stage. Testing the next receive between
+// blocks runs MPI's progress engine for every pending transfer, ours and the peers'.
+Status PipelineExecutor::poke_communication() {
+  if (next_to_receive_ >= next_to_post_) return Status::success();
+  std::vector<MPI_Request>& requests = posted_[next_to_receive_].requests;
+  int done = 0;
+  return mpi_check(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
+                               MPI_STATUSES_IGNORE),
+                   "progressing point-to-point transfers");
 }
 
 Status PipelineExecutor::optimizer_step() {
@@ -1199,6 +1217,7 @@ Status PipelineExecutor::run_step(StepResult& result) {
   std::fill(losses_.begin(), losses_.end(), 0.0);
   posted_.assign(receive_positions_.size(), PostedReceive{});
   next_to_post_ = 0;
+  next_to_receive_ = 0;
   if (!receive_positions_.empty()) {
     SPW_TRY(post_receives_through(static_cast<std::size_t>(settings_.receive_lookahead) - 1,
                                   receive_positions_.size()));

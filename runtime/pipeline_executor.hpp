@@ -173,6 +173,7 @@ class PipelineExecutor {
   Status reduce_grads(int chunk);
   Status optimizer_step();
   Status progress();
+  Status poke_communication();
   Status finish_sends();
   Status setup_offload();
   Result<Slot*> placeholder_forward(int chunk);
@@ -255,6 +256,7 @@ class PipelineExecutor {
   };
   std::vector<PostedReceive> posted_;  // [receive index] this step
   std::size_t next_to_post_ = 0;
+  std::size_t next_to_receive_ = 0;  // the first posted receive not yet waited for
 
   std::vector<MPI_Request> reduce_requests_;
   std::vector<std::size_t> reduce_events_;  // trace events to close when reduces finish
