@@ -15,7 +15,7 @@ Result<Schedule> make_gpipe(const ScheduleShape& shape) {
       order.push_back(Instruction::backward_weight(mb, 0));
     }
   }
-  return lower_compute_order("gpipe", shape, BackwardSplit::fused, compute);
+  return lower_compute_order("gpipe", shape, compute);
 }
 
 }  // namespace spw::sched

@@ -53,7 +53,7 @@ Result<Schedule> make_interleaved_1f1b(const ScheduleShape& shape) {
     }
     for (int k = total - warmup; k < total; ++k) backward(k);
   }
-  return lower_compute_order("interleaved-1f1b", shape, BackwardSplit::fused, compute);
+  return lower_compute_order("interleaved-1f1b", shape, compute);
 }
 
 }  // namespace spw::sched

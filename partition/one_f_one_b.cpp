@@ -27,7 +27,7 @@ Result<Schedule> make_1f1b(const ScheduleShape& shape) {
     }
     for (int mb = m - warmup; mb < m; ++mb) backward(mb);
   }
-  return lower_compute_order("1f1b", shape, BackwardSplit::fused, compute);
+  return lower_compute_order("1f1b", shape, compute);
 }
 
 }  // namespace spw::sched

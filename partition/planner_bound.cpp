@@ -100,9 +100,15 @@ ScheduleFacts estimated_facts(std::string_view name, int P, int v, int m) {
         live[c] = std::min(m, cycles * P + std::clamp(rest - c * P, 0, P));
     }
   }
-  if (name != "gpipe" && name != "1f1b" && name != "interleaved-1f1b") {
+  // The gradient leaves before its W in every generator (schedule_builder.hpp); on one
+  // rank nothing is sent and each B is followed by its W at once.
+  f.fused = P == 1 && name != "zb-h1";
+  if (f.fused) return f;
+  if (name == "gpipe" || name == "1f1b" || name == "interleaved-1f1b") {
+    // Only the last B's own W (chunk 0's, the last backward chunk) follows its gradient.
+    for (int r = 0; r < P; ++r) f.w_after[index(r * v)] = 1;
+  } else {
     // ZB-H1 or anything else: assume every W may come after the last B (a weaker bound).
-    f.fused = false;
     std::fill(f.w_after.begin(), f.w_after.end(), m);
   }
   return f;

@@ -23,7 +23,7 @@ Status check_shape(std::string_view generator, const ScheduleShape& shape, int r
   return Status::success();
 }
 
-Schedule lower_compute_order(std::string name, const ScheduleShape& shape, BackwardSplit split,
+Schedule lower_compute_order(std::string name, const ScheduleShape& shape,
                              const std::vector<std::vector<Instruction>>& compute) {
   Schedule schedule;
   schedule.name = std::move(name);
@@ -61,12 +61,7 @@ Schedule lower_compute_order(std::string name, const ScheduleShape& shape, Backw
           if (next_rank != rank)
             list.push_back(Instruction::recv_grad(pass.mb, pass.chunk, next_rank));
           list.push_back(pass);
-          if (prev_rank != rank && split == BackwardSplit::split)
-            list.push_back(Instruction::send_grad(pass.mb, pass.chunk, prev_rank));
-          break;
-        case Op::backward_weight:
-          list.push_back(pass);
-          if (prev_rank != rank && split == BackwardSplit::fused)
+          if (prev_rank != rank)
             list.push_back(Instruction::send_grad(pass.mb, pass.chunk, prev_rank));
           break;
         default:

@@ -20,17 +20,15 @@ namespace spw::sched {
 // or v differs from the only value the generator supports (required_chunks > 0).
 Status check_shape(std::string_view generator, const ScheduleShape& shape, int required_chunks);
 
-// When the input gradient leaves the rank. `fused`: after the W that follows its B, as when
-// the backward is one autograd call and the closed forms of GPipe and 1F1B hold. `split`:
-// right after B, taking W off the critical path (zero-bubble schedules).
-enum class BackwardSplit { fused, split };
-
-// compute[rank] holds only Forward, BackwardInput and BackwardWeight instructions; with
-// `fused` every B is immediately followed by the W of the same (mb, chunk). Adds RecvAct
-// before / SendAct after each Forward, RecvGrad before each B and SendGrad after it (or
-// after its W) where the neighbour stage is on another rank, ReduceGrads(c) after the last
-// W of chunk c when shape.data_parallel, and OptimizerStep at the end.
-Schedule lower_compute_order(std::string name, const ScheduleShape& shape, BackwardSplit split,
+// compute[rank] holds only Forward, BackwardInput and BackwardWeight instructions. Adds
+// RecvAct before / SendAct after each Forward, RecvGrad before each B and SendGrad right
+// after it where the neighbour stage is on another rank, ReduceGrads(c) after the last W of
+// chunk c when shape.data_parallel, and OptimizerStep at the end.
+// The input gradient leaves before its W runs in every schedule, also in GPipe and 1F1B
+// whose W follows its B at once: the upstream stage starts its backward a W earlier, which
+// takes one W per hop off the drain (the classic closed forms assume one atomic backward
+// and do not count that gain; with W = 0 they hold exactly).
+Schedule lower_compute_order(std::string name, const ScheduleShape& shape,
                              const std::vector<std::vector<Instruction>>& compute);
 
 }  // namespace spw::sched

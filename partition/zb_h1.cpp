@@ -44,7 +44,7 @@ Result<Schedule> make_zb_h1(const ScheduleShape& shape) {
     }
     while (!pending.empty()) weight();
   }
-  return lower_compute_order("zb-h1", shape, BackwardSplit::split, compute);
+  return lower_compute_order("zb-h1", shape, compute);
 }
 
 }  // namespace spw::sched

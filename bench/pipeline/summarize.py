@@ -4,9 +4,12 @@
 usage: summarize.py OUT.json REPORT.json...
 Per (schedule, m): medians over repeats of the measured iteration time and bubble (each run's
 own figures are medians over its steps after the first) and of the simulator's prediction.
-Closed forms for P ranks, m microbatches, v chunks, with equal stages:
-  GPipe, 1F1B: (P-1)/(m+P-1); interleaved: (P-1)/(v*m+P-1);
-  ZB-H1 (F = B = W): a third of 1F1B's idle time, (P-1)/3 / (m + (P-1)/3).
+Closed forms for P ranks, m microbatches, v chunks, with equal stages and free links:
+  GPipe, 1F1B (atomic backward): (P-1)/(m+P-1); interleaved: (P-1)/(v*m+P-1);
+  ZB-H1: (P-1)(F+B-W) idle per rank (Qi et al. 2024), over an iteration of m(F+B+W) plus
+  that; with F = B = W a third of 1F1B's, (P-1)/3 / (m + (P-1)/3). The table gives it both
+  for F = B = W and for the F, B and W the run measured (means over its stages), since the
+  closed form depends on them and this model's W is shorter than its B.
 """
 import json
 import os
@@ -14,13 +17,20 @@ import statistics
 import sys
 
 
-def closed_form(schedule, P, m, v):
+def closed_form(schedule, P, m, v, f=1.0, b=1.0, w=1.0):
     if schedule == "interleaved-1f1b":
         return (P - 1) / (v * m + P - 1)
     if schedule == "zb-h1":
-        idle = (P - 1) / 3
-        return idle / (m + idle)
+        idle = (P - 1) * (f + b - w)
+        return idle / (m * (f + b + w) + idle)
     return (P - 1) / (m + P - 1)
+
+
+def measured_fbw(report):
+    """Mean forward, input-gradient and weight-gradient seconds per microbatch over stages."""
+    stages = report["pipeline"]["predicted"]["stage_costs"]
+    mean = lambda key: statistics.mean(s[key] for s in stages)
+    return mean("forward_seconds"), mean("backward_input_seconds"), mean("backward_weight_seconds")
 
 
 def main():
@@ -45,19 +55,24 @@ def main():
             "predicted_iteration_s": statistics.median(x["iteration_seconds"] for x in predicted),
             "predicted_bubble": statistics.median(x["bubble_fraction"] for x in predicted),
             "closed_form_bubble": closed_form(schedule, P, m, v),
+            "closed_form_bubble_measured_fbw": statistics.median(
+                closed_form(schedule, P, m, v, *measured_fbw(r)) for r in runs),
             "tokens_per_s": statistics.median(r["throughput"]["median"] for r in runs),
         })
     tmp = out + ".tmp"
     with open(tmp, "w") as f:
         json.dump(rows, f, indent=1)
     os.replace(tmp, out)
-    print("| schedule | m | iteration (ms) | simulator (ms) | bubble | simulator | closed form | tokens/s |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| schedule | m | iteration (ms) | simulator (ms) | bubble | simulator | closed form | "
+          "closed form, measured F B W | tokens/s |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for row in rows:
+        fbw = row["closed_form_bubble_measured_fbw"]
+        fbw = f"{100 * fbw:.1f}%" if row["schedule"] == "zb-h1" else "same"
         print(f"| {row['schedule']} | {row['m']} | {1e3 * row['iteration_s']:.0f} | "
               f"{1e3 * row['predicted_iteration_s']:.0f} | {100 * row['bubble']:.1f}% | "
               f"{100 * row['predicted_bubble']:.1f}% | {100 * row['closed_form_bubble']:.1f}% | "
-              f"{row['tokens_per_s']:.0f} |")
+              f"{fbw} | {row['tokens_per_s']:.0f} |")
 
 
 if __name__ == "__main__":

@@ -96,10 +96,10 @@ TEST(OneFOneB, TwoRanksTwoMicrobatchesAsWrittenByHand) {
       I::backward_weight(0, 0), I::recv_grad(1, 0, 1), I::backward_input(1, 0),
       I::backward_weight(1, 0), I::optimizer_step()};
   const std::vector<Instruction> rank1 = {
-      I::recv_act(0, 0, 0),     I::forward(0, 0),        I::backward_input(0, 0),
-      I::backward_weight(0, 0), I::send_grad(0, 0, 0),   I::recv_act(1, 0, 0),
-      I::forward(1, 0),         I::backward_input(1, 0), I::backward_weight(1, 0),
-      I::send_grad(1, 0, 0),    I::optimizer_step()};
+      I::recv_act(0, 0, 0),     I::forward(0, 0),          I::backward_input(0, 0),
+      I::send_grad(0, 0, 0),    I::backward_weight(0, 0),  I::recv_act(1, 0, 0),
+      I::forward(1, 0),         I::backward_input(1, 0),   I::send_grad(1, 0, 0),
+      I::backward_weight(1, 0), I::optimizer_step()};
   EXPECT_EQ(s->lists[0], rank0) << to_string(*s);
   EXPECT_EQ(s->lists[1], rank1) << to_string(*s);
 }
@@ -130,10 +130,10 @@ TEST(FusedBackwards, EveryBIsFollowedByItsWExceptInZeroBubble) {
               << name << "\n"
               << to_string(*s);
         }
-      // The gradient leaves after the whole backward: the W, not the B, precedes SG.
+      // The gradient leaves as soon as B has made it, before the W.
       for (std::size_t i = 1; i < list.size(); ++i)
         if (list[i].op == Op::send_grad) {
-          EXPECT_EQ(list[i - 1].op, Op::backward_weight) << name;
+          EXPECT_EQ(list[i - 1].op, Op::backward_input) << name;
         }
     }
   }

@@ -89,7 +89,8 @@ TEST(Validator, MissingPassIsReportedOnItsRank) {
 
 TEST(Validator, DependenciesOnTheSameRank) {
   Schedule weight_first = two_by_two();
-  std::swap(weight_first.lists[1][2], weight_first.lists[1][3]);
+  // rank 1: RA0 F0 B0 SG0 W0 ...; W0 moves ahead of B0 and its send.
+  std::swap(weight_first.lists[1][2], weight_first.lists[1][4]);
   EXPECT_EQ(rejection(weight_first), "rank 1 [2] W0.0: runs before B0.0");
 
   Schedule send_first = two_by_two();
