@@ -1,5 +1,7 @@
 #include "kernels/ops/layernorm.hpp"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -120,26 +122,21 @@ Status layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& bet
 
 #if defined(__AVX512F__)
   if (d % 16 == 0) {
-    // Rows go in pairs (layernorm_rows.hpp: two rows' chains overlap); an odd last row is
-    // passed as both rows of a pair.
-    const layernorm_detail::ForwardRows pair = layernorm_detail::forward_rows_for(d);
-    const std::int64_t pairs = (rows + 1) / 2;
-#pragma omp parallel for schedule(static) num_threads(compute_threads())
-    for (std::int64_t p = 0; p < pairs; ++p) {
-      const std::int64_t i0 = 2 * p;
-      const std::int64_t i1 = std::min(i0 + 1, rows - 1);
-      const float* xr = xp + i0 * d;
-      if (i0 + 2 * ahead < rows) {
-        for (std::int64_t j = 0; j < 2 * d; j += kLineFloats) {
-          __builtin_prefetch(xr + 2 * ahead * d + j);
-        }
+    // Blocks of four rows, software-pipelined (layernorm_rows.hpp); each thread takes a
+    // contiguous range of whole blocks, as schedule(static) would.
+    const std::int64_t blocks = (rows + layernorm_detail::kBlockRows - 1) /
+                                layernorm_detail::kBlockRows;
+#pragma omp parallel num_threads(compute_threads())
+    {
+      const std::int64_t team = omp_get_num_threads();
+      const std::int64_t thread = omp_get_thread_num();
+      const std::int64_t begin = blocks * thread / team * layernorm_detail::kBlockRows;
+      const std::int64_t end =
+          std::min(rows, blocks * (thread + 1) / team * layernorm_detail::kBlockRows);
+      if (end > begin) {
+        layernorm_detail::forward_rows(xp, g, b, d, begin, end, rows - 1, inv_d, eps, yp, mp,
+                                       rp);
       }
-      layernorm_detail::RowStats stats[2];
-      pair(xr, xp + i1 * d, g, b, d, inv_d, eps, yp + i0 * d, yp + i1 * d, stats);
-      mp[i0] = stats[0].mean;
-      rp[i0] = stats[0].rstd;
-      mp[i1] = stats[1].mean;
-      rp[i1] = stats[1].rstd;
     }
     return Status::success();
   }
