@@ -138,10 +138,13 @@ std::vector<Case> all_cases() {
   for (std::int64_t d : {16, 144, 512, 520, 528}) cases.push_back({67, d, 0.5});
   cases.push_back({130, 256, 100.0});
   // Four-row blocks of the forward: rows 8 (whole blocks), 9 (a block of one row after
-  // them); d 1024 (rows of 4 KiB) and 48 (an odd number of vectors).
+  // them); d 1024 (rows of 4 KiB) and 48 (an odd number of vectors). From d 1024 the weight
+  // gradient sweeps tiles of 8 rows: 8 and 9 rows, and 67 rows at d 1040 (8 tiles and 3
+  // rows, 8 column blocks and one of a single vector).
   for (std::int64_t d : {48, 1024}) {
     for (std::int64_t rows : {8, 9}) cases.push_back({rows, d, 0.5});
   }
+  cases.push_back({67, 1040, 0.5});
   return cases;
 }
 
