@@ -78,10 +78,12 @@ inline float sum4(const __m512 (&acc)[4]) {
 // last row repeats the last row (same results, written again).
 //
 // Tried and dropped (same process, alternated, 1 thread, data in L3): writing the outputs
-// row by row instead of the four rows a vector at a time in turn (fewer store streams, but
-// twice the gamma and beta loads and loop overhead: 10-60% slower); summing the block two
-// ahead instead of the next one (1-12% slower); software prefetch of the block after next
-// (d 512 9% slower, d 256 no change).
+// row by row instead of the four rows a vector at a time in turn, in the same loop as the
+// next block's sums (fewer store streams, but twice the gamma and beta loads and more loop
+// overhead: 10-60% slower), or in a loop of its own with the sums of the block after next in
+// another (13-32% slower); summing the block two ahead instead of the next one (1-12%
+// slower); software prefetch of the block after next (d 512 9% slower, d 256 no change);
+// the column loop unrolled twice (within 2%).
 
 // Σc and Σc² of c = x - shift over a row of nv vectors, each over two accumulators: the
 // second pass of a row whose first element is an outlier.
