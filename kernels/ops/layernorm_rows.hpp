@@ -362,17 +362,13 @@ inline void weight_columns(const float* dy, const float* x, const float* mean, c
 }
 
 // The weight-gradient partials of rows [begin, end) for a width that is a multiple of 16
-// (any size): 8 vectors of columns at a time, then the rest. Rows of 4 KiB or more go in
-// tiles of 8 rows, each tile sweeping all column blocks (the sums carried from tile to tile
-// in pg and pb, so the additions are the same, in the same order): one column block over a
-// whole group reads 512 bytes of every row, a page apart at d 1024, which the hardware
-// prefetchers do not follow; a tile instead reads its 8 rows from start to end. At 2048 x
-// 1024 on one thread that measured 52% -> 67% of memcpy's bandwidth (old and new alternated
-// in one process, load 4.4); at d 256 and 512 the tiles were 5-7% slower, so narrower rows
-// keep one sweep per group.
+// (any size): 8 vectors of columns at a time, then the rest. With `tiled`, the rows go in
+// tiles of 8, each tile sweeping all column blocks (the sums carried from tile to tile in pg
+// and pb, so the additions are the same, in the same order, and the result the same bits);
+// otherwise one sweep per column block covers all the rows.
 inline void weight_rows(const float* dy, const float* x, const float* mean, const float* rstd,
-                        std::int64_t d, std::int64_t begin, std::int64_t end, float* pg,
-                        float* pb) {
+                        std::int64_t d, std::int64_t begin, std::int64_t end, bool tiled,
+                        float* pg, float* pb) {
   constexpr int kBlock = 8;
   using Fn = void (*)(const float*, const float*, const float*, const float*, std::int64_t,
                       std::int64_t, std::int64_t, std::int64_t, bool, float*, float*);
@@ -380,8 +376,7 @@ inline void weight_rows(const float* dy, const float* x, const float* mean, cons
                                        &weight_columns<3>, &weight_columns<4>, &weight_columns<5>,
                                        &weight_columns<6>, &weight_columns<7>};
   constexpr std::int64_t kTileRows = 8;
-  constexpr std::int64_t kTiledWidth = 1024;
-  const std::int64_t tile = d >= kTiledWidth ? kTileRows : end - begin;
+  const std::int64_t tile = tiled ? kTileRows : end - begin;
   for (std::int64_t t0 = begin; t0 < end; t0 += tile) {
     const std::int64_t t1 = std::min(end, t0 + tile);
     const bool first = t0 == begin;

@@ -361,7 +361,8 @@ void expect_bitwise_equal(const Outputs& a, const Outputs& b) {
 }
 
 // d 300 takes the generic loops, 256 and 1024 the four-row blocks (257 rows: a last block of
-// one row; 130: of two, and threads whose ranges end mid-tensor).
+// one row; 130: of two, and threads whose ranges end mid-tensor). At d 1024 one thread sums
+// the weight gradient in tiles of rows and two threads do not: the same bits all the same.
 TEST(LayerNorm, BitIdenticalAcrossRunsAndThreadCounts) {
   for (const Case c : {Case{257, 300, 0.25}, Case{257, 256, 0.25}, Case{130, 1024, 0.25}}) {
     SCOPED_TRACE(case_name(c));
@@ -372,6 +373,28 @@ TEST(LayerNorm, BitIdenticalAcrossRunsAndThreadCounts) {
     const Outputs single = run_all(c, 2);
     omp_set_num_threads(saved);
     expect_bitwise_equal(a, single);
+  }
+}
+
+// On one thread, rows of 4 KiB or more take the weight gradient's tiles of 8 rows (two
+// threads, as the other tests run, do not): 9 rows (a tile and one row) and 67 at d 1040
+// (8 tiles and 3 rows, 8 column blocks and one of a single vector).
+TEST(LayerNorm, WeightGradientTilesMatchTheReference) {
+  for (const Case c : {Case{9, 1024, 0.5}, Case{67, 1040, 0.5}}) {
+    SCOPED_TRACE(case_name(c));
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const Outputs got = run_all(c, 1);
+    omp_set_num_threads(saved);
+    const Inputs in = make_inputs(c);
+    std::vector<double> y(sz(c.rows * c.d)), mean(sz(c.rows)), rstd(sz(c.rows));
+    ref::layernorm_forward(in.x.data(), in.gamma.data(), in.beta.data(), c.rows, c.d,
+                           static_cast<double>(kEps), y.data(), mean.data(), rstd.data());
+    std::vector<double> dgamma(sz(c.d), 0.0), dbeta(sz(c.d), 0.0);
+    ref::layernorm_backward_weight(in.dy.data(), in.x.data(), mean.data(), rstd.data(), c.rows,
+                                   c.d, dgamma.data(), dbeta.data());
+    EXPECT_TRUE(close_normwise(to_double(got.dgamma), dgamma, 1e-5)) << "dgamma";
+    EXPECT_TRUE(close_normwise(to_double(got.dbeta), dbeta, 1e-5)) << "dbeta";
   }
 }
 
