@@ -1,7 +1,7 @@
 // LayerNorm rows on AVX-512 for widths that are a multiple of 16 (the input gradient up to
 // 512): a row is read into registers (or L1) once and every pass of the statistics and the
-// output works from there, the sums split over several accumulators, two rows at a time in
-// the forward; the weight gradient keeps column blocks of its sums in registers. The
+// output works from there, the sums split over several accumulators, four rows at a time
+// in the forward (software-pipelined); the weight gradient keeps column blocks of its sums in registers. The
 // generic loops (layernorm.cpp) read the row three times and reduce through one accumulator
 // each; at d = 256, where a row is 16 vectors, each row then waits on dependent chains of 16
 // additions and their horizontal sums, and the forward ran at 43% of memcpy's bandwidth with
@@ -19,6 +19,12 @@
 #include <utility>
 
 namespace spw::ops::layernorm_detail {
+
+// GCC 12 warns falsely that the intrinsics' undefined pass-through operands may be used
+// uninitialized (GCC bug 105593, fixed in 13).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 inline constexpr std::int64_t kMaxRegisterWidth = 512;
 
@@ -47,12 +53,40 @@ inline float sum4(const __m512 (&acc)[4]) {
       _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
 }
 
-struct RowStats {
-  float mean, rstd;
-};
+// The forward, y = (x - mean) rstd gamma + beta, four rows at a time and software-pipelined:
+// one loop over the columns writes the outputs of a block of four rows and, in the same
+// iterations, sums the statistics of the next block. A row's statistics end in a dependent
+// chain (its sums, their horizontal sums, a square root and a division) that the output of
+// the same row must wait for; two rows at a time (the kernel before this one) the core sat
+// idle for much of that chain. Here the chain of one block runs while the next block's loads
+// and sums are independent work, the eight horizontal sums of a block (Σc and Σc² of four
+// rows) are added in one transposing tree of 23 instructions instead of 8 separate
+// reductions, and the square root and division run once for four rows. At 2048 x 256 on one
+// thread (x and y in L3) that took the forward from about 56% to about 65% of memcpy's
+// bandwidth, measured in one process with the old kernel alternated.
+//
+// The statistics come from one pass of deviations from the row's first element, corrected as
+// in the two-pass algorithm (Chan, Golub & LeVeque): var = (Σc² - (Σc)²/d) / d with
+// c = x - x[0], mean = x[0] + Σc/d. That is exact for any shift; its rounding error grows
+// with (mean - shift)² / var, which is why the generic loops first compute a rough mean to
+// shift by. The first element costs no pass. A row whose first element lies more than about
+// 4 standard deviations from its mean (Σc² > 16 d var) takes a second pass shifted by the
+// mean so found, so the error never grows by more than that factor 16.
+//
+// Every row goes through the same operations in the same order wherever it stands in a
+// block, so results do not depend on the row count or the thread count. A block past the
+// last row repeats the last row (same results, written again).
+//
+// Tried and dropped (same process, alternated, 1 thread, data in L3): writing the outputs
+// row by row instead of the four rows a vector at a time in turn, in the same loop as the
+// next block's sums (fewer store streams, but twice the gamma and beta loads and more loop
+// overhead: 10-60% slower), or in a loop of its own with the sums of the block after next in
+// another (13-32% slower); summing the block two ahead instead of the next one (1-12%
+// slower); software prefetch of the block after next (d 512 9% slower, d 256 no change);
+// the column loop unrolled twice (within 2%).
 
-// Σc and Σc² of c = x - shift over a row of nv vectors, each over two accumulators, in the
-// order forward_rows adds them too.
+// Σc and Σc² of c = x - shift over a row of nv vectors, each over two accumulators: the
+// second pass of a row whose first element is an outlier.
 inline void shifted_sums(const float* x, int nv, float shift, float& sum_c, float& sum_cc) {
   const __m512 k = _mm512_set1_ps(shift);
   __m512 dev[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
@@ -66,73 +100,204 @@ inline void shifted_sums(const float* x, int nv, float shift, float& sum_c, floa
   sum_cc = horizontal_sum(_mm512_add_ps(sq[0], sq[1]));
 }
 
-// Two rows of the forward, y = (x - mean) rstd gamma + beta, at once: the dependent chains of
-// two rows (sums, horizontal sums, square root) overlap, and each gamma and beta vector
-// loaded serves both. An odd last row is passed as both rows (same results, written twice).
-// The rows are read from L1 in each pass. NV is the width in vectors, or 0 for d / 16 at run
-// time (widths past 512, where unrolling every pass would only bloat the code).
-//
-// The statistics come from one pass of deviations from the row's first element, corrected as
-// in the two-pass algorithm (Chan, Golub & LeVeque): var = (Σc² - (Σc)²/d) / d with
-// c = x - x[0], mean = x[0] + Σc/d. That is exact for any shift; its rounding error grows
-// with (mean - shift)² / var, which is why the generic loops first compute a rough mean to
-// shift by. The first element costs no pass, and each row's chain is a pass and a
-// horizontal sum shorter (at d = 256 in L1 on the Zen 4 VM: 119 instead of 145 cycles a row,
-// one row at a time; two rows at a time measure 124 in L1 but took 10% off in place, 46 ->
-// 42 us per call at 2048 x 256 on 2 threads, where the rows come from L2). A row whose first
-// element lies more than about 4 standard deviations from its mean (Σc² > 16 d var) takes a
-// second pass shifted by the mean so found, so the error never grows by more than that
-// factor 16.
-template <int NV>
-inline void forward_rows(const float* x0, const float* x1, const float* gamma,
-                         const float* beta, std::int64_t d, float inv_d, float eps, float* y0,
-                         float* y1, RowStats* stats) {
-  const int nv = NV > 0 ? NV : static_cast<int>(d / 16);
-  const float* xs[2] = {x0, x1};
-  float shift[2] = {x0[0], x1[0]};
-  float sum_c[2], sum_cc[2];
-  {
-    const __m512 k0 = _mm512_set1_ps(shift[0]);
-    const __m512 k1 = _mm512_set1_ps(shift[1]);
-    __m512 dev0[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
-    __m512 dev1[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
-    __m512 sq0[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
-    __m512 sq1[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
-#pragma GCC unroll 32
-    for (int k = 0; k < nv; ++k) {
-      const __m512 c0 = _mm512_sub_ps(_mm512_loadu_ps(x0 + 16 * k), k0);
-      const __m512 c1 = _mm512_sub_ps(_mm512_loadu_ps(x1 + 16 * k), k1);
-      dev0[k % 2] = _mm512_add_ps(dev0[k % 2], c0);
-      dev1[k % 2] = _mm512_add_ps(dev1[k % 2], c1);
-      sq0[k % 2] = _mm512_fmadd_ps(c0, c0, sq0[k % 2]);
-      sq1[k % 2] = _mm512_fmadd_ps(c1, c1, sq1[k % 2]);
+inline constexpr int kBlockRows = 4;
+
+// The rows of a block (a block past the tensor's last row repeats it) and the index of its
+// first row.
+struct Block {
+  const float* x[kBlockRows];
+  float* y[kBlockRows];
+  std::int64_t first;
+};
+
+// The running sums of a block's statistics: per row the shift (its first element), and
+// -Σc and Σc² over 16 lanes.
+struct BlockSums {
+  __m512 shift[kBlockRows], dev[kBlockRows], sq[kBlockRows];
+
+  explicit BlockSums(const Block& b) {
+#pragma GCC unroll 4
+    for (int r = 0; r < kBlockRows; ++r) {
+      shift[r] = _mm512_set1_ps(b.x[r][0]);
+      dev[r] = _mm512_setzero_ps();
+      sq[r] = _mm512_setzero_ps();
     }
-    sum_c[0] = horizontal_sum(_mm512_add_ps(dev0[0], dev0[1]));
-    sum_c[1] = horizontal_sum(_mm512_add_ps(dev1[0], dev1[1]));
-    sum_cc[0] = horizontal_sum(_mm512_add_ps(sq0[0], sq0[1]));
-    sum_cc[1] = horizontal_sum(_mm512_add_ps(sq1[0], sq1[1]));
   }
-  for (int r = 0; r < 2; ++r) {
-    float spread = sum_cc[r] - sum_c[r] * sum_c[r] * inv_d;  // d var
-    if (!(sum_cc[r] <= 16.0f * spread)) {
-      shift[r] += sum_c[r] * inv_d;
-      shifted_sums(xs[r], nv, shift[r], sum_c[r], sum_cc[r]);
-      spread = sum_cc[r] - sum_c[r] * sum_c[r] * inv_d;
+
+  // Adds column k of every row of b.
+  void add(const Block& b, int k) {
+#pragma GCC unroll 4
+    for (int r = 0; r < kBlockRows; ++r) {
+      // shift - x, not x - shift: the load folds into the subtraction (the sum is negated
+      // back in finish_block, exactly). Fewer instructions in the loop measured 10-13% faster
+      // with the rows in L2.
+      const __m512 c = _mm512_sub_ps(shift[r], _mm512_loadu_ps(b.x[r] + 16 * k));
+      dev[r] = _mm512_add_ps(dev[r], c);
+      sq[r] = _mm512_fmadd_ps(c, c, sq[r]);
     }
-    const float var = std::max(spread * inv_d, 0.0f);
-    stats[r] = {shift[r] + sum_c[r] * inv_d, 1.0f / std::sqrt(var + eps)};
   }
-  const __m512 m0 = _mm512_set1_ps(stats[0].mean), rs0 = _mm512_set1_ps(stats[0].rstd);
-  const __m512 m1 = _mm512_set1_ps(stats[1].mean), rs1 = _mm512_set1_ps(stats[1].rstd);
-#pragma GCC unroll 32
-  for (int k = 0; k < nv; ++k) {
+};
+
+// The 16 lanes of a and of b halved: 128-bit chunks [a0+a2, a1+a3, b0+b2, b1+b3].
+inline __m512 fold_pair(__m512 a, __m512 b) {
+  return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
+}
+
+// -Σc and Σc² of each row of the block, in lanes 0-3 and 4-7 of the result: a transposing
+// tree that adds every row's 16 lanes in the same order.
+inline __m256 block_totals(const BlockSums& s) {
+  // Chunk r of each: row r's four partial sums of 4 lanes.
+  const __m512 p01 = fold_pair(s.dev[0], s.dev[1]);
+  const __m512 p23 = fold_pair(s.dev[2], s.dev[3]);
+  const __m512 q01 = fold_pair(s.sq[0], s.sq[1]);
+  const __m512 q23 = fold_pair(s.sq[2], s.sq[3]);
+  const __m512 devs = _mm512_add_ps(_mm512_shuffle_f32x4(p01, p23, 0x88),
+                                    _mm512_shuffle_f32x4(p01, p23, 0xDD));
+  const __m512 sqs = _mm512_add_ps(_mm512_shuffle_f32x4(q01, q23, 0x88),
+                                   _mm512_shuffle_f32x4(q01, q23, 0xDD));
+  // Chunk r: [dev r (2 partials), sq r (2 partials)], then each total in lanes 0 and 2.
+  const __m512 half = _mm512_add_ps(_mm512_shuffle_ps(devs, sqs, _MM_SHUFFLE(1, 0, 1, 0)),
+                                    _mm512_shuffle_ps(devs, sqs, _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 total = _mm512_add_ps(half, _mm512_permute_ps(half, _MM_SHUFFLE(2, 3, 0, 1)));
+  const __m512i gather = _mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 0, 0, 0, 0, 0, 0, 0, 0);
+  return _mm512_castps512_ps256(_mm512_permutexvar_ps(gather, total));
+}
+
+// Mean and rstd of a block's four rows, lanes 0-3.
+struct BlockStats {
+  __m128 mean, rstd;
+};
+
+// The statistics of block b from its sums; stores the mean and rstd of its rows before `end`.
+inline BlockStats finish_block(const BlockSums& s, const Block& b, int nv, float inv_d,
+                               float eps, float* mean_out, float* rstd_out, std::int64_t end) {
+  const __m256 totals = block_totals(s);
+  __m128 sum_c = _mm_xor_ps(_mm256_castps256_ps128(totals), _mm_set1_ps(-0.0f));
+  __m128 sum_cc = _mm256_extractf128_ps(totals, 1);
+  __m128 shift = _mm_setr_ps(b.x[0][0], b.x[1][0], b.x[2][0], b.x[3][0]);
+  const __m128 id = _mm_set1_ps(inv_d);
+  __m128 spread = _mm_sub_ps(sum_cc, _mm_mul_ps(_mm_mul_ps(sum_c, sum_c), id));  // d var
+  // !(Σc² <= 16 d var): NaN rows take the second pass too, as the generic loops see them.
+  const __mmask8 outliers =
+      _mm_cmp_ps_mask(sum_cc, _mm_mul_ps(_mm_set1_ps(16.0f), spread), _CMP_NLE_UQ);
+  if (outliers != 0) {
+    alignas(16) float sh[4], sc[4], scc[4];
+    _mm_store_ps(sh, shift);
+    _mm_store_ps(sc, sum_c);
+    _mm_store_ps(scc, sum_cc);
+    for (int r = 0; r < kBlockRows; ++r) {
+      if ((outliers >> r) & 1) {
+        sh[r] += sc[r] * inv_d;
+        shifted_sums(b.x[r], nv, sh[r], sc[r], scc[r]);
+      }
+    }
+    shift = _mm_load_ps(sh);
+    sum_c = _mm_load_ps(sc);
+    sum_cc = _mm_load_ps(scc);
+    spread = _mm_sub_ps(sum_cc, _mm_mul_ps(_mm_mul_ps(sum_c, sum_c), id));
+  }
+  const __m128 var = _mm_max_ps(_mm_mul_ps(spread, id), _mm_setzero_ps());
+  const BlockStats st{
+      _mm_add_ps(shift, _mm_mul_ps(sum_c, id)),
+      _mm_div_ps(_mm_set1_ps(1.0f), _mm_sqrt_ps(_mm_add_ps(var, _mm_set1_ps(eps))))};
+  const std::int64_t n = std::min<std::int64_t>(kBlockRows, end - b.first);
+  const auto mask = static_cast<__mmask8>((1u << n) - 1);
+  _mm_mask_storeu_ps(mean_out + b.first, mask, st.mean);
+  _mm_mask_storeu_ps(rstd_out + b.first, mask, st.rstd);
+  return st;
+}
+
+inline __m512 broadcast_lane(__m128 v, int r) {
+  return _mm512_permutexvar_ps(_mm512_set1_epi32(r), _mm512_castps128_ps512(v));
+}
+
+// The statistics pass reads column k + nv/2 (wrapped) while the output pass writes column k,
+// here and in sum_block alike (so every row is summed in the same order). A load of the next
+// block and a store of this one then never fall on the same address modulo 4 KiB, which
+// they otherwise do at d 256 (blocks of 4 KiB) and d 1024 (rows of 4 KiB), x and y being
+// page-aligned: such a load waits for the store it seems to alias. At d 1024 with the rows
+// in L2, 300 ns a row without the offset, 150 with it.
+inline int stats_offset(int nv) { return nv / 2; }
+
+// Writes the outputs of block `out` (statistics st) and, if `next` is not null, sums the
+// statistics of that block into `sums` in the same column loop.
+inline void output_block(const Block& out, const BlockStats& st, const float* gamma,
+                         const float* beta, int nv, const Block* next, BlockSums* sums) {
+  __m512 m[kBlockRows], rs[kBlockRows];
+#pragma GCC unroll 4
+  for (int r = 0; r < kBlockRows; ++r) {
+    m[r] = broadcast_lane(st.mean, r);
+    rs[r] = broadcast_lane(st.rstd, r);
+  }
+  auto column = [&](int k) {
     const __m512 gv = _mm512_loadu_ps(gamma + 16 * k);
     const __m512 bv = _mm512_loadu_ps(beta + 16 * k);
-    // Both rows read before either is written: in place, an odd row is both.
-    const __m512 h0 = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x0 + 16 * k), m0), rs0);
-    const __m512 h1 = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x1 + 16 * k), m1), rs1);
-    _mm512_storeu_ps(y0 + 16 * k, _mm512_fmadd_ps(h0, gv, bv));
-    _mm512_storeu_ps(y1 + 16 * k, _mm512_fmadd_ps(h1, gv, bv));
+    __m512 h[kBlockRows];
+    // All rows read before any is written: in place, a repeated last row is several rows.
+#pragma GCC unroll 4
+    for (int r = 0; r < kBlockRows; ++r) {
+      // -(x - mean) rstd, so that the load of x folds into the subtraction; y is the same
+      // to the bit.
+      h[r] = _mm512_mul_ps(_mm512_sub_ps(m[r], _mm512_loadu_ps(out.x[r] + 16 * k)), rs[r]);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < kBlockRows; ++r) {
+      _mm512_storeu_ps(out.y[r] + 16 * k, _mm512_fnmadd_ps(h[r], gv, bv));
+    }
+  };
+  if (next == nullptr) {
+    for (int k = 0; k < nv; ++k) column(k);
+    return;
+  }
+  const int half = stats_offset(nv);
+  for (int k = 0; k < nv - half; ++k) {
+    column(k);
+    sums->add(*next, k + half);
+  }
+  for (int k = nv - half; k < nv; ++k) {
+    column(k);
+    sums->add(*next, k - (nv - half));
+  }
+}
+
+// Sums block b on its own (the first block of a range) and finishes its statistics.
+inline BlockStats sum_block(const Block& b, int nv, float inv_d, float eps, float* mean,
+                            float* rstd, std::int64_t end) {
+  BlockSums sums(b);
+  const int half = stats_offset(nv);
+  for (int k = half; k < nv; ++k) sums.add(b, k);
+  for (int k = 0; k < half; ++k) sums.add(b, k);
+  return finish_block(sums, b, nv, inv_d, eps, mean, rstd, end);
+}
+
+// Rows [begin, end) of the forward (end > begin), in blocks of four from `begin`; `last` is
+// the index of the tensor's last row, which fills a block that runs past it.
+inline void forward_rows(const float* x, const float* gamma, const float* beta, std::int64_t d,
+                         std::int64_t begin, std::int64_t end, std::int64_t last, float inv_d,
+                         float eps, float* y, float* mean, float* rstd) {
+  const int nv = static_cast<int>(d / 16);
+  auto block = [&](std::int64_t first) {
+    Block b;
+    b.first = first;
+    for (int r = 0; r < kBlockRows; ++r) {
+      const std::int64_t i = std::min(first + r, last);
+      b.x[r] = x + i * d;
+      b.y[r] = y + i * d;
+    }
+    return b;
+  };
+  Block cur = block(begin);
+  BlockStats st = sum_block(cur, nv, inv_d, eps, mean, rstd, end);
+  for (std::int64_t i0 = begin; i0 < end; i0 += kBlockRows) {
+    if (i0 + kBlockRows < end) {
+      const Block next = block(i0 + kBlockRows);
+      BlockSums sums(next);
+      output_block(cur, st, gamma, beta, nv, &next, &sums);
+      st = finish_block(sums, next, nv, inv_d, eps, mean, rstd, end);
+      cur = next;
+    } else {
+      output_block(cur, st, gamma, beta, nv, nullptr, nullptr);
+    }
   }
 }
 
@@ -169,12 +334,12 @@ inline void backward_input_row(const float* dy, const float* x, const float* gam
 template <int NB>
 inline void weight_columns(const float* dy, const float* x, const float* mean, const float* rstd,
                            std::int64_t d, std::int64_t begin, std::int64_t end, std::int64_t c0,
-                           float* pg, float* pb) {
+                           bool first, float* pg, float* pb) {
   __m512 acc_g[NB], acc_b[NB];
 #pragma GCC unroll 8
   for (int k = 0; k < NB; ++k) {
-    acc_g[k] = _mm512_setzero_ps();
-    acc_b[k] = _mm512_setzero_ps();
+    acc_g[k] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(pg + c0 + 16 * k);
+    acc_b[k] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(pb + c0 + 16 * k);
   }
   for (std::int64_t i = begin; i < end; ++i) {
     const __m512 mv = _mm512_set1_ps(mean[i]);
@@ -197,46 +362,41 @@ inline void weight_columns(const float* dy, const float* x, const float* mean, c
 }
 
 // The weight-gradient partials of rows [begin, end) for a width that is a multiple of 16
-// (any size): 8 vectors of columns at a time, then the rest.
+// (any size): 8 vectors of columns at a time, then the rest. With `tiled`, the rows go in
+// tiles of 8, each tile sweeping all column blocks (the sums carried from tile to tile in pg
+// and pb, so the additions are the same, in the same order, and the result the same bits);
+// otherwise one sweep per column block covers all the rows.
 inline void weight_rows(const float* dy, const float* x, const float* mean, const float* rstd,
-                        std::int64_t d, std::int64_t begin, std::int64_t end, float* pg,
-                        float* pb) {
+                        std::int64_t d, std::int64_t begin, std::int64_t end, bool tiled,
+                        float* pg, float* pb) {
   constexpr int kBlock = 8;
-  std::int64_t c0 = 0;
-  for (; c0 + 16 * kBlock <= d; c0 += 16 * kBlock) {
-    weight_columns<kBlock>(dy, x, mean, rstd, d, begin, end, c0, pg, pb);
-  }
   using Fn = void (*)(const float*, const float*, const float*, const float*, std::int64_t,
-                      std::int64_t, std::int64_t, std::int64_t, float*, float*);
+                      std::int64_t, std::int64_t, std::int64_t, bool, float*, float*);
   static constexpr Fn kRest[kBlock] = {nullptr,          &weight_columns<1>, &weight_columns<2>,
                                        &weight_columns<3>, &weight_columns<4>, &weight_columns<5>,
                                        &weight_columns<6>, &weight_columns<7>};
-  const auto rest = static_cast<int>((d - c0) / 16);
-  if (rest > 0) kRest[rest](dy, x, mean, rstd, d, begin, end, c0, pg, pb);
+  constexpr std::int64_t kTileRows = 8;
+  const std::int64_t tile = tiled ? kTileRows : end - begin;
+  for (std::int64_t t0 = begin; t0 < end; t0 += tile) {
+    const std::int64_t t1 = std::min(end, t0 + tile);
+    const bool first = t0 == begin;
+    std::int64_t c0 = 0;
+    for (; c0 + 16 * kBlock <= d; c0 += 16 * kBlock) {
+      weight_columns<kBlock>(dy, x, mean, rstd, d, t0, t1, c0, first, pg, pb);
+    }
+    const auto rest = static_cast<int>((d - c0) / 16);
+    if (rest > 0) kRest[rest](dy, x, mean, rstd, d, t0, t1, c0, first, pg, pb);
+  }
 }
 
-// Row kernels for widths 16, 32, ..., 512, indexed by d / 16 - 1; the forward also takes any
-// wider multiple of 16 (forward_rows<0>).
-using ForwardRows = void (*)(const float*, const float*, const float*, const float*,
-                             std::int64_t, float, float, float*, float*, RowStats*);
+// Input-gradient row kernels for widths 16, 32, ..., 512, indexed by d / 16 - 1.
 using BackwardInputRow = void (*)(const float*, const float*, const float*, float, float, float,
                                   float*);
 
 template <std::size_t... I>
-constexpr std::array<ForwardRows, sizeof...(I)> forward_rows_table(std::index_sequence<I...>) {
-  return {&forward_rows<static_cast<int>(I) + 1>...};
-}
-template <std::size_t... I>
 constexpr std::array<BackwardInputRow, sizeof...(I)> backward_input_rows(
     std::index_sequence<I...>) {
   return {&backward_input_row<static_cast<int>(I) + 1>...};
-}
-
-inline ForwardRows forward_rows_for(std::int64_t d) {
-  static constexpr auto kRows =
-      forward_rows_table(std::make_index_sequence<kMaxRegisterWidth / 16>());
-  return d <= kMaxRegisterWidth ? kRows[static_cast<std::size_t>(d / 16 - 1)]
-                                : &forward_rows<0>;
 }
 
 inline BackwardInputRow backward_input_row_for(std::int64_t d) {
@@ -244,6 +404,8 @@ inline BackwardInputRow backward_input_row_for(std::int64_t d) {
       backward_input_rows(std::make_index_sequence<kMaxRegisterWidth / 16>());
   return kRows[static_cast<std::size_t>(d / 16 - 1)];
 }
+
+#pragma GCC diagnostic pop
 
 }  // namespace spw::ops::layernorm_detail
 

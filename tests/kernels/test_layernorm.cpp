@@ -137,6 +137,14 @@ std::vector<Case> all_cases() {
   // is no multiple of 16: generic loops throughout. 67 rows: an odd last row.
   for (std::int64_t d : {16, 144, 512, 520, 528}) cases.push_back({67, d, 0.5});
   cases.push_back({130, 256, 100.0});
+  // Four-row blocks of the forward: rows 8 (whole blocks), 9 (a block of one row after
+  // them); d 1024 (rows of 4 KiB) and 48 (an odd number of vectors). From d 1024 the weight
+  // gradient sweeps tiles of 8 rows: 8 and 9 rows, and 67 rows at d 1040 (8 tiles and 3
+  // rows, 8 column blocks and one of a single vector).
+  for (std::int64_t d : {48, 1024}) {
+    for (std::int64_t rows : {8, 9}) cases.push_back({rows, d, 0.5});
+  }
+  cases.push_back({67, 1040, 0.5});
   return cases;
 }
 
@@ -158,25 +166,42 @@ TEST(LayerNorm, StatisticsStayAccurateFarFromZero) {
   EXPECT_TRUE(close_normwise(to_double(rstd_t), rstd, 1e-6)) << "rstd";
 }
 
+// The forward of `in` against the reference: mean and rstd to 1e-6, y to 1e-5.
+void expect_forward_accurate(const Case& c, const Inputs& in) {
+  const std::int64_t d = c.d;
+  std::vector<double> y(sz(c.rows * d)), mean(sz(c.rows)), rstd(sz(c.rows));
+  ref::layernorm_forward(in.x.data(), in.gamma.data(), in.beta.data(), c.rows, d,
+                         static_cast<double>(kEps), y.data(), mean.data(), rstd.data());
+  const Tensor x = tensor_from({c.rows, d}, in.x);
+  const Tensor gamma = tensor_from({d}, in.gamma);
+  const Tensor beta = tensor_from({d}, in.beta);
+  Tensor y_t = zeros({c.rows, d}), mean_t = zeros({c.rows}), rstd_t = zeros({c.rows});
+  ASSERT_TRUE(ops::layernorm_forward(x, gamma, beta, kEps, y_t, mean_t, rstd_t).ok());
+  EXPECT_TRUE(close_normwise(to_double(mean_t), mean, 1e-6)) << "mean, d " << d;
+  EXPECT_TRUE(close_normwise(to_double(rstd_t), rstd, 1e-6)) << "rstd, d " << d;
+  EXPECT_TRUE(close_normwise(to_double(y_t), y, 1e-5)) << "y, d " << d;
+}
+
 // The AVX-512 rows shift by each row's first element; a row whose first element is an outlier
 // (here 1000 spreads away, as a large activation in one feature can be) must not lose the
-// variance to cancellation. Odd and even rows, so both the paired and the single row run it.
+// variance to cancellation. 5 rows: a whole block of four and a block of one.
 TEST(LayerNorm, StatisticsStayAccurateWhenTheFirstElementIsAnOutlier) {
   for (const std::int64_t d : {256, 512, 1024, 67}) {
     const Case c{5, d, 0.0};
     Inputs in = make_inputs(c);
     for (std::int64_t i = 0; i < c.rows; ++i) in.x[sz(i * d)] = i % 2 == 0 ? 1000.0 : -3000.0;
-    std::vector<double> y(sz(c.rows * d)), mean(sz(c.rows)), rstd(sz(c.rows));
-    ref::layernorm_forward(in.x.data(), in.gamma.data(), in.beta.data(), c.rows, d,
-                           static_cast<double>(kEps), y.data(), mean.data(), rstd.data());
-    const Tensor x = tensor_from({c.rows, d}, in.x);
-    const Tensor gamma = tensor_from({d}, in.gamma);
-    const Tensor beta = tensor_from({d}, in.beta);
-    Tensor y_t = zeros({c.rows, d}), mean_t = zeros({c.rows}), rstd_t = zeros({c.rows});
-    ASSERT_TRUE(ops::layernorm_forward(x, gamma, beta, kEps, y_t, mean_t, rstd_t).ok());
-    EXPECT_TRUE(close_normwise(to_double(mean_t), mean, 1e-6)) << "mean, d " << d;
-    EXPECT_TRUE(close_normwise(to_double(rstd_t), rstd, 1e-6)) << "rstd, d " << d;
-    EXPECT_TRUE(close_normwise(to_double(y_t), y, 1e-5)) << "y, d " << d;
+    expect_forward_accurate(c, in);
+  }
+}
+
+// Outlier first elements in some rows of a block only: those rows take the second pass, the
+// others in the same block keep their one-pass statistics.
+TEST(LayerNorm, StatisticsStayAccurateWithOutliersInSomeRowsOfABlock) {
+  for (const std::int64_t d : {256, 1024}) {
+    const Case c{11, d, 0.0};
+    Inputs in = make_inputs(c);
+    for (const std::int64_t i : {1, 4, 7, 10}) in.x[sz(i * d)] = i % 2 == 0 ? 2000.0 : -500.0;
+    expect_forward_accurate(c, in);
   }
 }
 
@@ -326,25 +351,97 @@ TEST(LayerNorm, WeightGradientsAccumulate) {
   }
 }
 
-TEST(LayerNorm, BitIdenticalAcrossRunsAndThreadCounts) {
-  const Case c{257, 300, 0.25};
-  const Outputs a = run_all(c, 2);
-  const Outputs b = run_all(c, 2);
+void expect_bitwise_equal(const Outputs& a, const Outputs& b) {
   EXPECT_TRUE(bitwise_equal(a.y, b.y));
   EXPECT_TRUE(bitwise_equal(a.mean, b.mean));
   EXPECT_TRUE(bitwise_equal(a.rstd, b.rstd));
   EXPECT_TRUE(bitwise_equal(a.dx, b.dx));
   EXPECT_TRUE(bitwise_equal(a.dgamma, b.dgamma));
   EXPECT_TRUE(bitwise_equal(a.dbeta, b.dbeta));
+}
 
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(1);
-  const Outputs single = run_all(c, 2);
-  omp_set_num_threads(saved);
-  EXPECT_TRUE(bitwise_equal(a.y, single.y));
-  EXPECT_TRUE(bitwise_equal(a.dx, single.dx));
-  EXPECT_TRUE(bitwise_equal(a.dgamma, single.dgamma));
-  EXPECT_TRUE(bitwise_equal(a.dbeta, single.dbeta));
+// d 300 takes the generic loops, 256 and 1024 the four-row blocks (257 rows: a last block of
+// one row; 130: of two, and threads whose ranges end mid-tensor). At d 1024 one thread sums
+// the weight gradient in tiles of rows and two threads do not: the same bits all the same.
+TEST(LayerNorm, BitIdenticalAcrossRunsAndThreadCounts) {
+  for (const Case c : {Case{257, 300, 0.25}, Case{257, 256, 0.25}, Case{130, 1024, 0.25}}) {
+    SCOPED_TRACE(case_name(c));
+    const Outputs a = run_all(c, 2);
+    expect_bitwise_equal(a, run_all(c, 2));
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const Outputs single = run_all(c, 2);
+    omp_set_num_threads(saved);
+    expect_bitwise_equal(a, single);
+  }
+}
+
+// On one thread, rows of 4 KiB or more take the weight gradient's tiles of 8 rows (two
+// threads, as the other tests run, do not): 9 rows (a tile and one row) and 67 at d 1040
+// (8 tiles and 3 rows, 8 column blocks and one of a single vector).
+TEST(LayerNorm, WeightGradientTilesMatchTheReference) {
+  for (const Case c : {Case{9, 1024, 0.5}, Case{67, 1040, 0.5}}) {
+    SCOPED_TRACE(case_name(c));
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const Outputs got = run_all(c, 1);
+    omp_set_num_threads(saved);
+    const Inputs in = make_inputs(c);
+    std::vector<double> y(sz(c.rows * c.d)), mean(sz(c.rows)), rstd(sz(c.rows));
+    ref::layernorm_forward(in.x.data(), in.gamma.data(), in.beta.data(), c.rows, c.d,
+                           static_cast<double>(kEps), y.data(), mean.data(), rstd.data());
+    std::vector<double> dgamma(sz(c.d), 0.0), dbeta(sz(c.d), 0.0);
+    ref::layernorm_backward_weight(in.dy.data(), in.x.data(), mean.data(), rstd.data(), c.rows,
+                                   c.d, dgamma.data(), dbeta.data());
+    EXPECT_TRUE(close_normwise(to_double(got.dgamma), dgamma, 1e-5)) << "dgamma";
+    EXPECT_TRUE(close_normwise(to_double(got.dbeta), dbeta, 1e-5)) << "dbeta";
+  }
+}
+
+// The forward's four-row blocks: a row's results do not depend on where it stands in a block
+// or on the rows around it. Each row alone (a block of one row repeated) must give the bits
+// it gets among the others, for row counts of every remainder mod 4.
+TEST(LayerNorm, ForwardRowsDoNotDependOnTheirBlock) {
+  for (const std::int64_t rows : {4, 5, 6, 7, 12}) {
+    for (const std::int64_t d : {16, 256, 1024}) {
+      const Case c{rows, d, 0.5};
+      SCOPED_TRACE(case_name(c));
+      const Inputs in = make_inputs(c);
+      const Tensor x = tensor_from({rows, d}, in.x);
+      const Tensor gamma = tensor_from({d}, in.gamma);
+      const Tensor beta = tensor_from({d}, in.beta);
+      Tensor y = zeros({rows, d}), mean = zeros({rows}), rstd = zeros({rows});
+      ASSERT_TRUE(ops::layernorm_forward(x, gamma, beta, kEps, y, mean, rstd).ok());
+      for (std::int64_t i = 0; i < rows; ++i) {
+        const std::vector<double> row(in.x.begin() + i * d, in.x.begin() + (i + 1) * d);
+        const Tensor xi = tensor_from({1, d}, row);
+        Tensor yi = zeros({1, d}), mi = zeros({1}), ri = zeros({1});
+        ASSERT_TRUE(ops::layernorm_forward(xi, gamma, beta, kEps, yi, mi, ri).ok());
+        EXPECT_EQ(std::memcmp(yi.data(), y.data() + i * d, sz(d) * sizeof(float)), 0)
+            << "row " << i;
+        EXPECT_EQ(mi.data()[0], mean.data()[i]) << "row " << i;
+        EXPECT_EQ(ri.data()[0], rstd.data()[i]) << "row " << i;
+      }
+    }
+  }
+}
+
+// In place on the four-row blocks, with a last block that repeats the last row.
+TEST(LayerNorm, InPlaceMatchesOutOfPlaceInBlocks) {
+  for (const Case c : {Case{7, 256, 0.0}, Case{6, 1024, 0.0}, Case{9, 16, 0.0}}) {
+    SCOPED_TRACE(case_name(c));
+    const Inputs in = make_inputs(c);
+    const Tensor x = tensor_from({c.rows, c.d}, in.x);
+    const Tensor gamma = tensor_from({c.d}, in.gamma);
+    const Tensor beta = tensor_from({c.d}, in.beta);
+    Tensor y = zeros({c.rows, c.d}), mean = zeros({c.rows}), rstd = zeros({c.rows});
+    ASSERT_TRUE(ops::layernorm_forward(x, gamma, beta, kEps, y, mean, rstd).ok());
+    Tensor xy = tensor_from({c.rows, c.d}, in.x);
+    Tensor mean2 = zeros({c.rows}), rstd2 = zeros({c.rows});
+    ASSERT_TRUE(ops::layernorm_forward(xy, gamma, beta, kEps, xy, mean2, rstd2).ok());
+    EXPECT_TRUE(bitwise_equal(xy, y));
+    EXPECT_TRUE(bitwise_equal(mean2, mean));
+  }
 }
 
 }  // namespace
