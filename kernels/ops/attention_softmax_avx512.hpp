@@ -29,9 +29,15 @@ inline __mmask16 valid_lanes(std::int64_t j, std::int64_t len) {
                           : static_cast<__mmask16>((1u << n) - 1u);
 }
 
-// softmax_row for a row of `width` floats (a multiple of 16): probabilities in [0, len),
-// zeros in [len, width); returns the log-sum-exp.
-inline float softmax_row16(float* row, std::int64_t len, std::int64_t width) {
+// The softmax of a row of `width` floats (a multiple of 16) left unnormalised: e^(s - max)
+// in [0, len), zeros in [len, width). The caller scales the row's P·V by `inv_sum` instead,
+// which saves a pass over the row and a wait on the division before it.
+struct ExpRow {
+  float lse;      // log Σ e^s
+  float inv_sum;  // 1 / Σ e^(s - max)
+};
+
+inline ExpRow exp_row16(float* row, std::int64_t len, std::int64_t width) {
   __m512 max = _mm512_set1_ps(-INFINITY);
   for (std::int64_t j = 0; j < len; j += 16) {
     max = _mm512_mask_max_ps(max, valid_lanes(j, len), max, _mm512_loadu_ps(row + j));
@@ -46,11 +52,7 @@ inline float softmax_row16(float* row, std::int64_t len, std::int64_t width) {
     _mm512_storeu_ps(row + j, e);
   }
   const float total = _mm512_reduce_add_ps(sum);
-  const __m512 inv = _mm512_set1_ps(1.0f / total);
-  for (std::int64_t j = 0; j < len; j += 16) {
-    _mm512_storeu_ps(row + j, _mm512_mul_ps(_mm512_loadu_ps(row + j), inv));
-  }
-  return row_max + std::log(total);
+  return {row_max + std::log(total), 1.0f / total};
 }
 
 // softmax_backward_row for rows of `width` floats (a multiple of 16).

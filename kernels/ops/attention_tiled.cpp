@@ -30,13 +30,14 @@ std::int64_t padded(std::int64_t seq) { return (seq + kVector - 1) / kVector * k
 std::int64_t score_stride(std::int64_t seq) { return padded(seq) + kVector; }
 
 // C[rows × 16·NV] = alpha · A[R × k] · B[k × 16·NV], with A(r, p) = a[r·rs_a + p·cs_a] and B
-// row-major. All R rows of A are read (they must be readable memory), only the first `rows`
-// rows of C are written. 8 × 32 keeps 16 accumulators, 2 B vectors and a broadcast in the 32
-// registers, and issues 16 FMAs per 10 loads.
+// row-major; with a row_scale, row r of C is scaled by row_scale[r] instead of alpha. All R
+// rows of A are read (they must be readable memory), only the first `rows` rows of C are
+// written. 8 × 32 keeps 16 accumulators, 2 B vectors and a broadcast in the 32 registers, and
+// issues 16 FMAs per 10 loads.
 template <int R, int NV>
-inline void tile(std::int64_t k, float alpha, const float* a, std::int64_t rs_a,
-                 std::int64_t cs_a, const float* b, std::int64_t ldb, float* c, std::int64_t ldc,
-                 std::int64_t rows) {
+inline void tile(std::int64_t k, float alpha, const float* row_scale, const float* a,
+                 std::int64_t rs_a, std::int64_t cs_a, const float* b, std::int64_t ldb, float* c,
+                 std::int64_t ldc, std::int64_t rows) {
   __m512 acc[R][NV];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -55,10 +56,10 @@ inline void tile(std::int64_t k, float alpha, const float* a, std::int64_t rs_a,
       for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
     }
   }
-  const __m512 scale = _mm512_set1_ps(alpha);
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     if (r >= rows) break;
+    const __m512 scale = _mm512_set1_ps(row_scale != nullptr ? row_scale[r] : alpha);
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
       _mm512_storeu_ps(c + r * ldc + kVector * v, _mm512_mul_ps(acc[r][v], scale));
@@ -66,20 +67,21 @@ inline void tile(std::int64_t k, float alpha, const float* a, std::int64_t rs_a,
   }
 }
 
-// C[m × n] = alpha · A · B for m a multiple of 8 and n of 16; rows of C from `rows` on are
-// not written (A must still be readable there).
+// C[m × n] = alpha · A · B (or row i scaled by row_scale[i]) for m a multiple of 8 and n of
+// 16; rows of C from `rows` on are not written (A must still be readable there).
 void product(std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
              std::int64_t rs_a, std::int64_t cs_a, const float* b, std::int64_t ldb, float* c,
-             std::int64_t ldc, std::int64_t rows) {
+             std::int64_t ldc, std::int64_t rows, const float* row_scale = nullptr) {
   for (std::int64_t i = 0; i < m && i < rows; i += kTileRows) {
     const float* ai = a + i * rs_a;
+    const float* si = row_scale != nullptr ? row_scale + i : nullptr;
     float* ci = c + i * ldc;
     const std::int64_t valid = std::min(kTileRows, rows - i);
     std::int64_t j = 0;
     for (; j + 2 * kVector <= n; j += 2 * kVector) {
-      tile<kTileRows, 2>(k, alpha, ai, rs_a, cs_a, b + j, ldb, ci + j, ldc, valid);
+      tile<kTileRows, 2>(k, alpha, si, ai, rs_a, cs_a, b + j, ldb, ci + j, ldc, valid);
     }
-    if (j < n) tile<kTileRows, 1>(k, alpha, ai, rs_a, cs_a, b + j, ldb, ci + j, ldc, valid);
+    if (j < n) tile<kTileRows, 1>(k, alpha, si, ai, rs_a, cs_a, b + j, ldb, ci + j, ldc, valid);
   }
 }
 
@@ -220,28 +222,32 @@ void tiled_forward_pair(const PairView& pair, float* y, float* lse, float* scrat
                         const NextRows* next) {
   const Prepared pre = prepare(pair, scratch);
   const std::int64_t seq = pair.seq, hd = pair.hd, ld_s = pre.ld_s;
-  Prefetcher prefetcher(next, seq, hd, pre.rows / kRowBlock);
+  Prefetcher prefetcher(next, seq, hd, pre.rows);
   // V's rows lie a qkv row apart, which maps them onto a few L1 sets: P·V reads them from a
   // packed copy instead.
   float* v = pre.rest;
   float* scores = v + pre.rows * hd;
   copy_rows(pair.v, pair.ld_qkv, seq, hd, v);
 
+  float inv_sums[kRowBlock];
   for (std::int64_t i0 = 0; i0 < seq; i0 += kRowBlock) {
     const std::int64_t i1 = i0 + kRowBlock;  // within the padded rows
-    prefetcher.step();
     product(kRowBlock, i1, hd, pre.scale, pre.q + i0 * hd, hd, 1, pre.kt, pre.rows, scores, ld_s,
             kRowBlock);
     for (std::int64_t r = 0; r < kRowBlock; ++r) {
+      prefetcher.step();
       float* row = scores + r * ld_s;
       if (i0 + r < seq) {
-        lse[i0 + r] = softmax_row16(row, i0 + r + 1, i1);
+        const ExpRow e = exp_row16(row, i0 + r + 1, i1);
+        lse[i0 + r] = e.lse;
+        inv_sums[r] = e.inv_sum;
       } else {
         std::fill(row, row + i1, 0.0f);
+        inv_sums[r] = 0.0f;
       }
     }
     product(kRowBlock, hd, std::min(i1, seq), 1.0f, scores, ld_s, 1, v, hd,
-            y + i0 * pair.ld_out, pair.ld_out, seq - i0);
+            y + i0 * pair.ld_out, pair.ld_out, seq - i0, inv_sums);
   }
 }
 
@@ -250,7 +256,7 @@ void tiled_backward_pair(const PairView& pair, const float* dy, const float* y,
                          const NextRows* next) {
   const Prepared pre = prepare(pair, scratch);
   const std::int64_t seq = pair.seq, hd = pair.hd, rows = pre.rows, ld_s = pre.ld_s;
-  Prefetcher prefetcher(next, seq, hd, rows / kRowBlock + (seq + kTileRows - 1) / kTileRows);
+  Prefetcher prefetcher(next, seq, hd, rows + (seq + kTileRows - 1) / kTileRows);
   const float scale = pre.scale;
   const float* q = pre.q;
   const float* kt = pre.kt;
@@ -268,13 +274,13 @@ void tiled_backward_pair(const PairView& pair, const float* dy, const float* y,
   // Row blocks: P and dS of the lower triangle, and dQ, which needs only a block's own rows.
   for (std::int64_t i0 = 0; i0 < seq; i0 += kRowBlock) {
     const std::int64_t i1 = i0 + kRowBlock;
-    prefetcher.step();
     float* p = probs + i0 * ld_s;
     float* g = grads + i0 * ld_s;
     product(kRowBlock, i1, hd, scale, q + i0 * hd, hd, 1, kt, rows, p, ld_s, kRowBlock);
     product(kRowBlock, i1, hd, 1.0f, d_out + i0 * hd, hd, 1, vt, rows, g, ld_s, kRowBlock);
     for (std::int64_t r = 0; r < kRowBlock; ++r) {
       const std::int64_t i = i0 + r;
+      prefetcher.step();
       if (i < seq) {
         softmax_backward_row16(p + r * ld_s, g + r * ld_s, i + 1, i1, lse[i], delta[i]);
       } else {
