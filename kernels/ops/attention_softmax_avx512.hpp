@@ -29,32 +29,6 @@ inline __mmask16 valid_lanes(std::int64_t j, std::int64_t len) {
                           : static_cast<__mmask16>((1u << n) - 1u);
 }
 
-// The softmax of a row of `width` floats (a multiple of 16) left unnormalised: e^(s - max)
-// in [0, len), zeros in [len, width). The caller scales the row's P·V by `inv_sum` instead,
-// which saves a pass over the row and a wait on the division before it.
-struct ExpRow {
-  float lse;      // log Σ e^s
-  float inv_sum;  // 1 / Σ e^(s - max)
-};
-
-inline ExpRow exp_row16(float* row, std::int64_t len, std::int64_t width) {
-  __m512 max = _mm512_set1_ps(-INFINITY);
-  for (std::int64_t j = 0; j < len; j += 16) {
-    max = _mm512_mask_max_ps(max, valid_lanes(j, len), max, _mm512_loadu_ps(row + j));
-  }
-  const float row_max = _mm512_reduce_max_ps(max);
-  const __m512 shift = _mm512_set1_ps(row_max);
-  __m512 sum = _mm512_setzero_ps();
-  for (std::int64_t j = 0; j < width; j += 16) {
-    const __m512 e = _mm512_maskz_mov_ps(
-        valid_lanes(j, len), vecmath::exp16(_mm512_sub_ps(_mm512_loadu_ps(row + j), shift)));
-    sum = _mm512_add_ps(sum, e);
-    _mm512_storeu_ps(row + j, e);
-  }
-  const float total = _mm512_reduce_add_ps(sum);
-  return {row_max + std::log(total), 1.0f / total};
-}
-
 // softmax_backward_row for rows of `width` floats (a multiple of 16).
 inline void softmax_backward_row16(float* p, float* g, std::int64_t len, std::int64_t width,
                                    float lse, float delta) {

@@ -25,6 +25,19 @@ constexpr std::int64_t kTileRows = 8;
 
 std::int64_t padded(std::int64_t seq) { return (seq + kVector - 1) / kVector * kVector; }
 
+// Queries per block of the forward: two vectors of them side by side in a score tile, which
+// keeps the 8 × 32 register tile for Sᵀ = K·Qᵀ.
+constexpr std::int64_t kQueryBlock = 32;
+std::int64_t forward_rows(std::int64_t seq) {
+  return (seq + kQueryBlock - 1) / kQueryBlock * kQueryBlock;
+}
+
+// Lanes (queries q0..q0+15) that attend key q0 + offset, 0 <= offset < 16: the causal mask of
+// a diagonal vector.
+inline __mmask16 causal_lanes(std::int64_t offset) {
+  return static_cast<__mmask16>(0xFFFFu << offset);
+}
+
 // One extra vector per score row, so that a power-of-two sequence does not put every row of
 // a tile in the same cache sets.
 std::int64_t score_stride(std::int64_t seq) { return padded(seq) + kVector; }
@@ -69,19 +82,24 @@ inline void tile(std::int64_t k, float alpha, const float* row_scale, const floa
 
 // C[m × n] = alpha · A · B (or row i scaled by row_scale[i]) for m a multiple of 8 and n of
 // 16; rows of C from `rows` on are not written (A must still be readable there).
+// With first_row >= 0, A's rows are the queries first_row.. and k runs over keys, which a
+// causal row attends only up to itself: each tile of 8 rows stops its k loop after its last
+// row's key (the diagonal block's first tile skips half its products).
 void product(std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
              std::int64_t rs_a, std::int64_t cs_a, const float* b, std::int64_t ldb, float* c,
-             std::int64_t ldc, std::int64_t rows, const float* row_scale = nullptr) {
+             std::int64_t ldc, std::int64_t rows, const float* row_scale = nullptr,
+             std::int64_t first_row = -1) {
   for (std::int64_t i = 0; i < m && i < rows; i += kTileRows) {
     const float* ai = a + i * rs_a;
     const float* si = row_scale != nullptr ? row_scale + i : nullptr;
     float* ci = c + i * ldc;
     const std::int64_t valid = std::min(kTileRows, rows - i);
+    const std::int64_t ki = first_row >= 0 ? std::min(k, first_row + i + kTileRows) : k;
     std::int64_t j = 0;
     for (; j + 2 * kVector <= n; j += 2 * kVector) {
-      tile<kTileRows, 2>(k, alpha, si, ai, rs_a, cs_a, b + j, ldb, ci + j, ldc, valid);
+      tile<kTileRows, 2>(ki, alpha, si, ai, rs_a, cs_a, b + j, ldb, ci + j, ldc, valid);
     }
-    if (j < n) tile<kTileRows, 1>(k, alpha, si, ai, rs_a, cs_a, b + j, ldb, ci + j, ldc, valid);
+    if (j < n) tile<kTileRows, 1>(ki, alpha, si, ai, rs_a, cs_a, b + j, ldb, ci + j, ldc, valid);
   }
 }
 
@@ -101,9 +119,9 @@ inline void prefetch_ahead(const float* src, std::int64_t ld, std::int64_t i, st
   if (i + kPrefetchRows < seq) prefetch_row(src + (i + kPrefetchRows) * ld, hd);
 }
 
-// dst[padded(seq) × hd] = the pair's rows, zero past seq.
+// dst[rows × hd] = the pair's rows, zero past seq (rows >= seq, a multiple of 16).
 void copy_rows(const float* src, std::int64_t ld, std::int64_t seq, std::int64_t hd,
-               float* dst) {
+               float* dst, std::int64_t rows) {
   for (std::int64_t i = 0; i < std::min(kPrefetchRows, seq); ++i) prefetch_row(src + i * ld, hd);
   for (std::int64_t i = 0; i < seq; ++i) {
     prefetch_ahead(src, ld, i, seq, hd);
@@ -111,14 +129,14 @@ void copy_rows(const float* src, std::int64_t ld, std::int64_t seq, std::int64_t
       _mm512_storeu_ps(dst + i * hd + c, _mm512_loadu_ps(src + i * ld + c));
     }
   }
-  std::fill(dst + seq * hd, dst + padded(seq) * hd, 0.0f);
+  std::fill(dst + seq * hd, dst + rows * hd, 0.0f);
 }
 
-// dst[hd × padded(seq)] = the pair's rows transposed, zero past seq: 16 x 16 blocks
-// through registers (a scalar transpose took an eighth of the backward's time).
+// dst[hd × cols] = the pair's rows transposed, zero past seq (cols >= seq, a multiple of
+// 16): 16 x 16 blocks through registers (a scalar transpose took an eighth of the backward's
+// time).
 void copy_transposed(const float* src, std::int64_t ld, std::int64_t seq, std::int64_t hd,
-                     float* dst) {
-  const std::int64_t cols = padded(seq);
+                     float* dst, std::int64_t cols) {
   for (std::int64_t j = 0; j < std::min(kVector, seq); ++j) prefetch_row(src + j * ld, hd);
   for (std::int64_t j0 = 0; j0 < seq; j0 += kVector) {
     const std::int64_t rows = std::min(kVector, seq - j0);
@@ -133,6 +151,9 @@ void copy_transposed(const float* src, std::int64_t ld, std::int64_t seq, std::i
       transpose16_in_registers(r);
       for (std::int64_t c = 0; c < kVector; ++c) _mm512_storeu_ps(dst + (c0 + c) * cols + j0, r[c]);
     }
+  }
+  for (std::int64_t c = 0; c < hd; ++c) {
+    std::fill(dst + c * cols + padded(seq), dst + (c + 1) * cols, 0.0f);
   }
 }
 
@@ -198,8 +219,8 @@ Prepared prepare(const PairView& pair, float* scratch) {
   pre.q = scratch;
   pre.kt = pre.q + pre.rows * pair.hd;
   pre.rest = pre.kt + pre.rows * pair.hd;
-  copy_rows(pair.q, pair.ld_qkv, pair.seq, pair.hd, pre.q);
-  copy_transposed(pair.k, pair.ld_qkv, pair.seq, pair.hd, pre.kt);
+  copy_rows(pair.q, pair.ld_qkv, pair.seq, pair.hd, pre.q, pre.rows);
+  copy_transposed(pair.k, pair.ld_qkv, pair.seq, pair.hd, pre.kt, pre.rows);
   return pre;
 }
 
@@ -210,7 +231,7 @@ bool tiled_attention_fits(std::int64_t head_dim) {
 }
 
 std::size_t tiled_forward_scratch(std::int64_t seq, std::int64_t head_dim) {
-  return static_cast<std::size_t>(3 * padded(seq) * head_dim + kRowBlock * score_stride(seq));
+  return static_cast<std::size_t>((3 * head_dim + kQueryBlock) * forward_rows(seq));
 }
 
 std::size_t tiled_backward_scratch(std::int64_t seq, std::int64_t head_dim) {
@@ -218,38 +239,78 @@ std::size_t tiled_backward_scratch(std::int64_t seq, std::int64_t head_dim) {
                                   2 * padded(seq) * score_stride(seq) + padded(seq));
 }
 
+// GCC 12 warns falsely that the intrinsics' undefined pass-through operands may be used
+// uninitialized (GCC bug 105593, fixed in 13).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
 void tiled_forward_pair(const PairView& pair, float* y, float* lse, float* scratch,
                         const NextRows* next) {
-  const Prepared pre = prepare(pair, scratch);
-  const std::int64_t seq = pair.seq, hd = pair.hd, ld_s = pre.ld_s;
-  Prefetcher prefetcher(next, seq, hd, pre.rows);
-  // V's rows lie a qkv row apart, which maps them onto a few L1 sets: P·V reads them from a
-  // packed copy instead.
-  float* v = pre.rest;
-  float* scores = v + pre.rows * hd;
-  copy_rows(pair.v, pair.ld_qkv, seq, hd, v);
+  const std::int64_t seq = pair.seq, hd = pair.hd, rows = forward_rows(seq);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  // Qᵀ for the score tiles' vectors; K and V by rows, packed because their rows lie a qkv
+  // row apart, which maps them onto a few L1 sets.
+  float* qt = scratch;
+  float* k = qt + rows * hd;
+  float* v = k + rows * hd;
+  float* st = v + rows * hd;  // Sᵀ, then Pᵀ, of one query block: [rows keys × kQueryBlock]
+  copy_transposed(pair.q, pair.ld_qkv, seq, hd, qt, rows);
+  copy_rows(pair.k, pair.ld_qkv, seq, hd, k, rows);
+  copy_rows(pair.v, pair.ld_qkv, seq, hd, v, rows);
+  Prefetcher prefetcher(next, seq, hd, rows / kVector);
 
-  float inv_sums[kRowBlock];
-  for (std::int64_t i0 = 0; i0 < seq; i0 += kRowBlock) {
-    const std::int64_t i1 = i0 + kRowBlock;  // within the padded rows
-    product(kRowBlock, i1, hd, pre.scale, pre.q + i0 * hd, hd, 1, pre.kt, pre.rows, scores, ld_s,
-            kRowBlock);
-    for (std::int64_t r = 0; r < kRowBlock; ++r) {
+  alignas(64) float inv_sums[kQueryBlock];
+  alignas(64) float maxes[kVector];
+  alignas(64) float sums[kVector];
+  for (std::int64_t i0 = 0; i0 < seq; i0 += kQueryBlock) {
+    // Sᵀ of keys 0..i0+31 against the block's queries; keys past i0+15 are masked for the
+    // first 16 queries, so there only the second vector of queries is computed.
+    product(i0 + kVector, kQueryBlock, hd, scale, k, hd, 1, qt + i0, rows, st, kQueryBlock,
+            i0 + kVector);
+    product(kVector, kVector, hd, scale, k + (i0 + kVector) * hd, hd, 1, qt + i0 + kVector, rows,
+            st + (i0 + kVector) * kQueryBlock + kVector, kQueryBlock, kVector);
+    // The softmax runs down the keys with 16 queries in the lanes of a vector: each query's
+    // max and sum build up lane by lane, with no reduction across a vector.
+    for (std::int64_t half = 0; half < kQueryBlock / kVector; ++half) {
       prefetcher.step();
-      float* row = scores + r * ld_s;
-      if (i0 + r < seq) {
-        const ExpRow e = exp_row16(row, i0 + r + 1, i1);
-        lse[i0 + r] = e.lse;
-        inv_sums[r] = e.inv_sum;
-      } else {
-        std::fill(row, row + i1, 0.0f);
-        inv_sums[r] = 0.0f;
+      const std::int64_t q0 = i0 + half * kVector;  // first query in the lanes
+      float* col = st + half * kVector;
+      const std::int64_t keys = q0 + kVector;  // the last lane's query attends keys < keys
+      __m512 max = _mm512_set1_ps(-INFINITY);
+      for (std::int64_t j = 0; j < q0; ++j) max = _mm512_max_ps(max, _mm512_loadu_ps(col + j * kQueryBlock));
+      for (std::int64_t j = q0; j < keys; ++j) {
+        max = _mm512_mask_max_ps(max, causal_lanes(j - q0), max,
+                                 _mm512_loadu_ps(col + j * kQueryBlock));
+      }
+      __m512 sum = _mm512_setzero_ps();
+      for (std::int64_t j = 0; j < q0; ++j) {
+        float* row = col + j * kQueryBlock;
+        const __m512 e = vecmath::exp16(_mm512_sub_ps(_mm512_loadu_ps(row), max));
+        sum = _mm512_add_ps(sum, e);
+        _mm512_storeu_ps(row, e);
+      }
+      for (std::int64_t j = q0; j < keys; ++j) {
+        float* row = col + j * kQueryBlock;
+        const __m512 e = _mm512_maskz_mov_ps(
+            causal_lanes(j - q0), vecmath::exp16(_mm512_sub_ps(_mm512_loadu_ps(row), max)));
+        sum = _mm512_add_ps(sum, e);
+        _mm512_storeu_ps(row, e);
+      }
+      _mm512_store_ps(inv_sums + half * kVector, _mm512_div_ps(_mm512_set1_ps(1.0f), sum));
+      _mm512_store_ps(maxes, max);
+      _mm512_store_ps(sums, sum);
+      for (std::int64_t l = 0; l < std::min(kVector, seq - q0); ++l) {
+        lse[q0 + l] = maxes[l] + std::log(sums[l]);
       }
     }
-    product(kRowBlock, hd, std::min(i1, seq), 1.0f, scores, ld_s, 1, v, hd,
-            y + i0 * pair.ld_out, pair.ld_out, seq - i0, inv_sums);
+    // O = Pᵀᵀ·V, each row scaled by its 1/sum: P stays unnormalised, which saves a pass.
+    product(kQueryBlock, hd, i0 + kQueryBlock, 1.0f, st, 1, kQueryBlock, v, hd,
+            y + i0 * pair.ld_out, pair.ld_out, seq - i0, inv_sums, i0);
   }
 }
+
+#pragma GCC diagnostic pop
 
 void tiled_backward_pair(const PairView& pair, const float* dy, const float* y,
                          const float* lse, float* dq, float* dk, float* dv, float* scratch,
@@ -266,9 +327,9 @@ void tiled_backward_pair(const PairView& pair, const float* dy, const float* y,
   float* grads = probs + rows * ld_s;
   float* delta = grads + rows * ld_s;
   float* k_rows = delta + rows;  // dS·K reads K by rows; packed for the same reason as V
-  copy_rows(dy, pair.ld_out, seq, hd, d_out);
-  copy_rows(pair.k, pair.ld_qkv, seq, hd, k_rows);
-  copy_transposed(pair.v, pair.ld_qkv, seq, hd, vt);
+  copy_rows(dy, pair.ld_out, seq, hd, d_out, rows);
+  copy_rows(pair.k, pair.ld_qkv, seq, hd, k_rows, rows);
+  copy_transposed(pair.v, pair.ld_qkv, seq, hd, vt, rows);
   row_deltas(d_out, y, pair.ld_out, seq, hd, delta);
 
   // Row blocks: P and dS of the lower triangle, and dQ, which needs only a block's own rows.
@@ -289,7 +350,7 @@ void tiled_backward_pair(const PairView& pair, const float* dy, const float* y,
       }
     }
     product(kRowBlock, hd, std::min(i1, seq), scale, g, ld_s, 1, k_rows, hd,
-            dq + i0 * pair.ld_qkv, pair.ld_qkv, seq - i0);
+            dq + i0 * pair.ld_qkv, pair.ld_qkv, seq - i0, nullptr, i0);
   }
   // Tiles of 8 keys: key j is attended by queries j..seq-1 only, and every such row of P and
   // dS holds zeros (not stale data) from its diagonal to its block's end, which lies at or
