@@ -2,7 +2,7 @@
 // (attention_tiled.cpp). A row's valid length runs 1..seq, so the generic loops of
 // attention_softmax.hpp spent much of their time in scalar epilogues and reductions; here
 // every row is whole vectors up to its block's padded width, the tail handled by masks.
-// Same arithmetic as attention_softmax.hpp up to the order of the sums.
+// Same formulas as attention_softmax.hpp, but on scores in log2 units and with exp2_16.
 #pragma once
 
 #if defined(__AVX512F__)
@@ -29,15 +29,16 @@ inline __mmask16 valid_lanes(std::int64_t j, std::int64_t len) {
                           : static_cast<__mmask16>((1u << n) - 1u);
 }
 
-// softmax_backward_row for rows of `width` floats (a multiple of 16).
+// softmax_backward_row for rows of `width` floats (a multiple of 16), with the scores in p and
+// the shift both in log2 units (multiplied by log2 e): p = 2^(p - shift2).
 inline void softmax_backward_row16(float* p, float* g, std::int64_t len, std::int64_t width,
-                                   float lse, float delta) {
-  const __m512 shift = _mm512_set1_ps(lse);
+                                   float shift2, float delta) {
+  const __m512 shift = _mm512_set1_ps(shift2);
   const __m512 d = _mm512_set1_ps(delta);
   for (std::int64_t j = 0; j < width; j += 16) {
     const __mmask16 valid = valid_lanes(j, len);
-    const __m512 prob =
-        _mm512_maskz_mov_ps(valid, vecmath::exp16(_mm512_sub_ps(_mm512_loadu_ps(p + j), shift)));
+    const __m512 prob = _mm512_maskz_mov_ps(
+        valid, vecmath::exp2_16(_mm512_sub_ps(_mm512_loadu_ps(p + j), shift)));
     _mm512_storeu_ps(p + j, prob);
     _mm512_storeu_ps(g + j, _mm512_mul_ps(prob, _mm512_sub_ps(_mm512_loadu_ps(g + j), d)));
   }

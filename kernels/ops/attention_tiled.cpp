@@ -25,6 +25,11 @@ constexpr std::int64_t kTileRows = 8;
 
 std::int64_t padded(std::int64_t seq) { return (seq + kVector - 1) / kVector * kVector; }
 
+// The softmaxes run on scores in log2 units, 2^(s·log2 e) = e^s, with log2 e folded into the
+// score products' scale: exp2_16 is 10 instructions against exp16's 16.
+constexpr float kLog2e = 1.44269504088896341f;
+constexpr float kLn2 = 0.693147180559945309f;
+
 // Queries per block of the forward: two vectors of them side by side in a score tile, which
 // keeps the 8 × 32 register tile for Sᵀ = K·Qᵀ.
 constexpr std::int64_t kQueryBlock = 32;
@@ -245,10 +250,53 @@ std::size_t tiled_backward_scratch(std::int64_t seq, std::int64_t head_dim) {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
+namespace {
+
+// The softmax of 16 queries q0..q0+15 held in the lanes of a column of Sᵀ (rows of `ld`
+// floats, scores in log2 units): it runs down the keys 0..q0+15, so each query's max and
+// sum build up lane-wise with no reduction across a vector. Leaves Pᵀ unnormalised, with
+// zeros where a key follows the lane's query; writes 1/sum of all 16 lanes and lse[q] of
+// the lanes' queries q below `seq`. Not inlined: inside the pair's loop, among the tiles' 32 live
+// registers, GCC kept the running sum on the stack and every key waited on a store-to-load
+// round trip.
+[[gnu::noinline]] void softmax_lanes(float* col, std::int64_t ld, std::int64_t q0,
+                                     float* inv_sums, float* lse, std::int64_t seq) {
+  const std::int64_t keys = q0 + kVector;  // the last lane's query attends keys < keys
+  __m512 max = _mm512_set1_ps(-INFINITY);
+  for (std::int64_t j = 0; j < q0; ++j) max = _mm512_max_ps(max, _mm512_loadu_ps(col + j * ld));
+  for (std::int64_t j = q0; j < keys; ++j) {
+    max = _mm512_mask_max_ps(max, causal_lanes(j - q0), max, _mm512_loadu_ps(col + j * ld));
+  }
+  __m512 sum = _mm512_setzero_ps();
+  for (std::int64_t j = 0; j < q0; ++j) {
+    float* row = col + j * ld;
+    const __m512 e = vecmath::exp2_16(_mm512_sub_ps(_mm512_loadu_ps(row), max));
+    sum = _mm512_add_ps(sum, e);
+    _mm512_storeu_ps(row, e);
+  }
+  for (std::int64_t j = q0; j < keys; ++j) {
+    float* row = col + j * ld;
+    const __m512 e = _mm512_maskz_mov_ps(
+        causal_lanes(j - q0), vecmath::exp2_16(_mm512_sub_ps(_mm512_loadu_ps(row), max)));
+    sum = _mm512_add_ps(sum, e);
+    _mm512_storeu_ps(row, e);
+  }
+  _mm512_storeu_ps(inv_sums, _mm512_div_ps(_mm512_set1_ps(1.0f), sum));
+  alignas(64) float maxes[kVector];
+  alignas(64) float sums[kVector];
+  _mm512_store_ps(maxes, max);
+  _mm512_store_ps(sums, sum);
+  for (std::int64_t q = q0; q < seq; ++q) {
+    lse[q] = maxes[q - q0] * kLn2 + std::log(sums[q - q0]);
+  }
+}
+
+}  // namespace
+
 void tiled_forward_pair(const PairView& pair, float* y, float* lse, float* scratch,
                         const NextRows* next) {
   const std::int64_t seq = pair.seq, hd = pair.hd, rows = forward_rows(seq);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float scale = kLog2e / std::sqrt(static_cast<float>(hd));  // scores in log2 units
   // Qᵀ for the score tiles' vectors; K and V by rows, packed because their rows lie a qkv
   // row apart, which maps them onto a few L1 sets.
   float* qt = scratch;
@@ -261,8 +309,6 @@ void tiled_forward_pair(const PairView& pair, float* y, float* lse, float* scrat
   Prefetcher prefetcher(next, seq, hd, rows / kVector);
 
   alignas(64) float inv_sums[kQueryBlock];
-  alignas(64) float maxes[kVector];
-  alignas(64) float sums[kVector];
   for (std::int64_t i0 = 0; i0 < seq; i0 += kQueryBlock) {
     // Sᵀ of keys 0..i0+31 against the block's queries; keys past i0+15 are masked for the
     // first 16 queries, so there only the second vector of queries is computed.
@@ -270,39 +316,11 @@ void tiled_forward_pair(const PairView& pair, float* y, float* lse, float* scrat
             i0 + kVector);
     product(kVector, kVector, hd, scale, k + (i0 + kVector) * hd, hd, 1, qt + i0 + kVector, rows,
             st + (i0 + kVector) * kQueryBlock + kVector, kQueryBlock, kVector);
-    // The softmax runs down the keys with 16 queries in the lanes of a vector: each query's
-    // max and sum build up lane by lane, with no reduction across a vector.
     for (std::int64_t half = 0; half < kQueryBlock / kVector; ++half) {
       prefetcher.step();
       const std::int64_t q0 = i0 + half * kVector;  // first query in the lanes
-      float* col = st + half * kVector;
-      const std::int64_t keys = q0 + kVector;  // the last lane's query attends keys < keys
-      __m512 max = _mm512_set1_ps(-INFINITY);
-      for (std::int64_t j = 0; j < q0; ++j) max = _mm512_max_ps(max, _mm512_loadu_ps(col + j * kQueryBlock));
-      for (std::int64_t j = q0; j < keys; ++j) {
-        max = _mm512_mask_max_ps(max, causal_lanes(j - q0), max,
-                                 _mm512_loadu_ps(col + j * kQueryBlock));
-      }
-      __m512 sum = _mm512_setzero_ps();
-      for (std::int64_t j = 0; j < q0; ++j) {
-        float* row = col + j * kQueryBlock;
-        const __m512 e = vecmath::exp16(_mm512_sub_ps(_mm512_loadu_ps(row), max));
-        sum = _mm512_add_ps(sum, e);
-        _mm512_storeu_ps(row, e);
-      }
-      for (std::int64_t j = q0; j < keys; ++j) {
-        float* row = col + j * kQueryBlock;
-        const __m512 e = _mm512_maskz_mov_ps(
-            causal_lanes(j - q0), vecmath::exp16(_mm512_sub_ps(_mm512_loadu_ps(row), max)));
-        sum = _mm512_add_ps(sum, e);
-        _mm512_storeu_ps(row, e);
-      }
-      _mm512_store_ps(inv_sums + half * kVector, _mm512_div_ps(_mm512_set1_ps(1.0f), sum));
-      _mm512_store_ps(maxes, max);
-      _mm512_store_ps(sums, sum);
-      for (std::int64_t l = 0; l < std::min(kVector, seq - q0); ++l) {
-        lse[q0 + l] = maxes[l] + std::log(sums[l]);
-      }
+      softmax_lanes(st + half * kVector, kQueryBlock, q0, inv_sums + half * kVector, lse,
+                    std::min(q0 + kVector, seq));
     }
     // O = Pᵀᵀ·V, each row scaled by its 1/sum: P stays unnormalised, which saves a pass.
     product(kQueryBlock, hd, i0 + kQueryBlock, 1.0f, st, 1, kQueryBlock, v, hd,
@@ -337,13 +355,13 @@ void tiled_backward_pair(const PairView& pair, const float* dy, const float* y,
     const std::int64_t i1 = i0 + kRowBlock;
     float* p = probs + i0 * ld_s;
     float* g = grads + i0 * ld_s;
-    product(kRowBlock, i1, hd, scale, q + i0 * hd, hd, 1, kt, rows, p, ld_s, kRowBlock);
+    product(kRowBlock, i1, hd, scale * kLog2e, q + i0 * hd, hd, 1, kt, rows, p, ld_s, kRowBlock);
     product(kRowBlock, i1, hd, 1.0f, d_out + i0 * hd, hd, 1, vt, rows, g, ld_s, kRowBlock);
     for (std::int64_t r = 0; r < kRowBlock; ++r) {
       const std::int64_t i = i0 + r;
       prefetcher.step();
       if (i < seq) {
-        softmax_backward_row16(p + r * ld_s, g + r * ld_s, i + 1, i1, lse[i], delta[i]);
+        softmax_backward_row16(p + r * ld_s, g + r * ld_s, i + 1, i1, lse[i] * kLog2e, delta[i]);
       } else {
         std::fill(p + r * ld_s, p + r * ld_s + i1, 0.0f);
         std::fill(g + r * ld_s, g + r * ld_s + i1, 0.0f);
