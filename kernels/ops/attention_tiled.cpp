@@ -18,8 +18,9 @@ namespace spw::ops::attention_detail {
 namespace {
 
 constexpr std::int64_t kVector = 16;  // floats in one AVX-512 register
-// Query rows per softmax block. Blocks stop their scores at their last row, so the masked
-// flops are half a 16 x 16 square per block; micro-tiles are 8 rows, so 16 keeps both whole.
+// Query rows per softmax block of the backward. Blocks stop their scores at their last row,
+// so the masked flops are half a 16 x 16 square per block; micro-tiles are 8 rows, so 16
+// keeps both whole.
 constexpr std::int64_t kRowBlock = 16;
 constexpr std::int64_t kTileRows = 8;
 
