@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "kernels/ops/attention_softmax.hpp"
-#include "kernels/ops/attention_softmax_avx512.hpp"
 #include "kernels/ops/transpose16.hpp"
+#include "kernels/vecmath_avx512.hpp"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -38,6 +38,14 @@ std::int64_t forward_rows(std::int64_t seq) {
   return (seq + kQueryBlock - 1) / kQueryBlock * kQueryBlock;
 }
 
+// Lanes [j, j + 16) of a row that lie before `len`.
+inline __mmask16 valid_lanes(std::int64_t j, std::int64_t len) {
+  const std::int64_t n = len - j;
+  return n >= 16 ? static_cast<__mmask16>(0xFFFF)
+                 : n <= 0 ? static_cast<__mmask16>(0)
+                          : static_cast<__mmask16>((1u << n) - 1u);
+}
+
 // Lanes (queries q0..q0+15) that attend key q0 + offset, 0 <= offset < 16: the causal mask of
 // a diagonal vector.
 inline __mmask16 causal_lanes(std::int64_t offset) {
@@ -48,15 +56,27 @@ inline __mmask16 causal_lanes(std::int64_t offset) {
 // a tile in the same cache sets.
 std::int64_t score_stride(std::int64_t seq) { return padded(seq) + kVector; }
 
+// What the dP = dO·Vᵀ product of the backward needs to finish its tiles as P and dS itself,
+// instead of storing dP for a separate softmax pass that reads it back. Pointers and indices
+// are those of the tile's first row and column.
+struct SoftmaxGrad {
+  float* p;             // in: scores in log2 units; out: P (zero past each row's diagonal)
+  float* g;             // out: dS
+  std::int64_t ld;      // of p and g
+  const float* shift;   // per row: lse · log2 e
+  const float* delta;   // per row: dot(dO, O)
+  std::int64_t first_query, first_key, seq;  // rows from seq on become zeros
+};
+
 // C[rows × 16·NV] = alpha · A[R × k] · B[k × 16·NV], with A(r, p) = a[r·rs_a + p·cs_a] and B
 // row-major; with a row_scale, row r of C is scaled by row_scale[r] instead of alpha. All R
 // rows of A are read (they must be readable memory), only the first `rows` rows of C are
 // written. 8 × 32 keeps 16 accumulators, 2 B vectors and a broadcast in the 32 registers, and
 // issues 16 FMAs per 10 loads.
-template <int R, int NV>
+template <int R, int NV, bool kGrad = false>
 inline void tile(std::int64_t k, float alpha, const float* row_scale, const float* a,
                  std::int64_t rs_a, std::int64_t cs_a, const float* b, std::int64_t ldb, float* c,
-                 std::int64_t ldc, std::int64_t rows) {
+                 std::int64_t ldc, std::int64_t rows, const SoftmaxGrad* grad = nullptr) {
   __m512 acc[R][NV];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -74,6 +94,34 @@ inline void tile(std::int64_t k, float alpha, const float* row_scale, const floa
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
     }
+  }
+  if constexpr (kGrad) {
+    // The accumulators are dP: turn the tile's scores into P and write dS = P ⊙ (dP − δ).
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const std::int64_t i = grad->first_query + r;
+      float* p_row = grad->p + r * grad->ld;
+      float* g_row = grad->g + r * grad->ld;
+      if (i >= grad->seq) {
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) {
+          _mm512_storeu_ps(p_row + kVector * v, _mm512_setzero_ps());
+          _mm512_storeu_ps(g_row + kVector * v, _mm512_setzero_ps());
+        }
+        continue;
+      }
+      const __m512 shift = _mm512_set1_ps(grad->shift[r]);
+      const __m512 delta = _mm512_set1_ps(grad->delta[r]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) {
+        const __mmask16 valid = valid_lanes(grad->first_key + kVector * v, i + 1);
+        const __m512 prob = _mm512_maskz_mov_ps(
+            valid, vecmath::exp2_16(_mm512_sub_ps(_mm512_loadu_ps(p_row + kVector * v), shift)));
+        _mm512_storeu_ps(p_row + kVector * v, prob);
+        _mm512_storeu_ps(g_row + kVector * v, _mm512_mul_ps(prob, _mm512_sub_ps(acc[r][v], delta)));
+      }
+    }
+    return;
   }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -106,6 +154,31 @@ void product(std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const 
       tile<kTileRows, 2>(ki, alpha, si, ai, rs_a, cs_a, b + j, ldb, ci + j, ldc, valid);
     }
     if (j < n) tile<kTileRows, 1>(ki, alpha, si, ai, rs_a, cs_a, b + j, ldb, ci + j, ldc, valid);
+  }
+}
+
+// dP = dO·Vᵀ over m rows (a multiple of 8) and n columns (of 16), k = hd, finished as P and
+// dS by the tiles (SoftmaxGrad) for all m rows.
+void product_grad(std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
+                  std::int64_t lda, const float* b, std::int64_t ldb, const SoftmaxGrad& grad) {
+  for (std::int64_t i = 0; i < m; i += kTileRows) {
+    std::int64_t j = 0;
+    for (; j < n; j += 2 * kVector) {
+      SoftmaxGrad t = grad;
+      t.p += i * grad.ld + j;
+      t.g += i * grad.ld + j;
+      t.shift += i;
+      t.delta += i;
+      t.first_query += i;
+      t.first_key += j;
+      if (j + 2 * kVector <= n) {
+        tile<kTileRows, 2, true>(k, 1.0f, nullptr, a + i * lda, lda, 1, b + j, ldb, nullptr, 0,
+                                 kTileRows, &t);
+      } else {
+        tile<kTileRows, 1, true>(k, 1.0f, nullptr, a + i * lda, lda, 1, b + j, ldb, nullptr, 0,
+                                 kTileRows, &t);
+      }
+    }
   }
 }
 
@@ -336,7 +409,7 @@ void tiled_backward_pair(const PairView& pair, const float* dy, const float* y,
                          const NextRows* next) {
   const Prepared pre = prepare(pair, scratch);
   const std::int64_t seq = pair.seq, hd = pair.hd, rows = pre.rows, ld_s = pre.ld_s;
-  Prefetcher prefetcher(next, seq, hd, rows + (seq + kTileRows - 1) / kTileRows);
+  Prefetcher prefetcher(next, seq, hd, rows / kRowBlock * 4 + (seq + kTileRows - 1) / kTileRows);
   const float scale = pre.scale;
   const float* q = pre.q;
   const float* kt = pre.kt;
@@ -352,24 +425,23 @@ void tiled_backward_pair(const PairView& pair, const float* dy, const float* y,
   row_deltas(d_out, y, pair.ld_out, seq, hd, delta);
 
   // Row blocks: P and dS of the lower triangle, and dQ, which needs only a block's own rows.
+  alignas(64) float shifts[kRowBlock];
   for (std::int64_t i0 = 0; i0 < seq; i0 += kRowBlock) {
     const std::int64_t i1 = i0 + kRowBlock;
     float* p = probs + i0 * ld_s;
     float* g = grads + i0 * ld_s;
-    product(kRowBlock, i1, hd, scale * kLog2e, q + i0 * hd, hd, 1, kt, rows, p, ld_s, kRowBlock);
-    product(kRowBlock, i1, hd, 1.0f, d_out + i0 * hd, hd, 1, vt, rows, g, ld_s, kRowBlock);
     for (std::int64_t r = 0; r < kRowBlock; ++r) {
-      const std::int64_t i = i0 + r;
-      prefetcher.step();
-      if (i < seq) {
-        softmax_backward_row16(p + r * ld_s, g + r * ld_s, i + 1, i1, lse[i] * kLog2e, delta[i]);
-      } else {
-        std::fill(p + r * ld_s, p + r * ld_s + i1, 0.0f);
-        std::fill(g + r * ld_s, g + r * ld_s + i1, 0.0f);
-      }
+      shifts[r] = i0 + r < seq ? lse[i0 + r] * kLog2e : 0.0f;
     }
+    prefetcher.step();
+    product(kRowBlock, i1, hd, scale * kLog2e, q + i0 * hd, hd, 1, kt, rows, p, ld_s, kRowBlock);
+    prefetcher.step();
+    product_grad(kRowBlock, i1, hd, d_out + i0 * hd, hd, vt, rows,
+                 SoftmaxGrad{p, g, ld_s, shifts, delta + i0, i0, 0, seq});
+    prefetcher.step();
     product(kRowBlock, hd, std::min(i1, seq), scale, g, ld_s, 1, k_rows, hd,
             dq + i0 * pair.ld_qkv, pair.ld_qkv, seq - i0, nullptr, i0);
+    prefetcher.step();
   }
   // Tiles of 8 keys: key j is attended by queries j..seq-1 only, and every such row of P and
   // dS holds zeros (not stale data) from its diagonal to its block's end, which lies at or
