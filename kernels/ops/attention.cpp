@@ -117,6 +117,17 @@ int team_size(const Dims& dims) {
   return static_cast<int>(std::clamp<std::int64_t>(compute_threads(), 1, pairs));
 }
 
+// The pairs of one thread: a contiguous run, so that it knows which pair comes next (and
+// prefetches it, attention_detail::NextRows). Which thread computes a pair does not change
+// its arithmetic.
+struct PairRange {
+  std::int64_t begin, end;
+};
+
+PairRange thread_pairs(std::int64_t pairs, int thread, int threads) {
+  return {pairs * thread / threads, pairs * (thread + 1) / threads};
+}
+
 // Per-thread scratch, accounted in the ledger as workspace for the duration of one call.
 struct Scratch {
   std::unique_ptr<Allocation> allocation;
@@ -254,14 +265,25 @@ Status attention_forward(const Tensor& qkv, std::int64_t batch, std::int64_t seq
   // single-threaded BLIS), so its arithmetic does not depend on the schedule or the team size.
 #pragma omp parallel num_threads(threads)
   {
-    float* scores = scratch.of_thread(omp_get_thread_num());
-#pragma omp for schedule(static)
-    for (std::int64_t pair = 0; pair < pairs; ++pair) {
+    const int thread = omp_get_thread_num();
+    float* scores = scratch.of_thread(thread);
+    const PairRange range = thread_pairs(pairs, thread, threads);
+    for (std::int64_t pair = range.begin; pair < range.end; ++pair) {
       const std::int64_t b = pair / heads, h = pair % heads;
       if (tiled) {
         const attention_detail::PairView view = pair_view(dims, qkv_data, b, h);
+        attention_detail::NextRows next;
+        if (pair + 1 < range.end) {
+          const std::int64_t nb = (pair + 1) / heads, nh = (pair + 1) % heads;
+          const attention_detail::PairView nv = pair_view(dims, qkv_data, nb, nh);
+          next.add(nv.q, nv.ld_qkv, false);
+          next.add(nv.k, nv.ld_qkv, false);
+          next.add(nv.v, nv.ld_qkv, false);
+          next.add(y_data + nb * seq * dims.d + nh * dims.hd, dims.d, true);
+        }
         attention_detail::tiled_forward_pair(view, y_data + b * seq * dims.d + h * dims.hd,
-                                             lse_data + pair * seq, scores);
+                                             lse_data + pair * seq, scores,
+                                             next.matrices > 0 ? &next : nullptr);
       } else {
         forward_pair(dims, qkv_data, y_data, lse_data, b, h, scores);
       }
@@ -308,18 +330,35 @@ Status attention_backward(const Tensor& dy, const Tensor& qkv, const Tensor& y,
   float* dqkv_data = dqkv.data();
 #pragma omp parallel num_threads(threads)
   {
-    float* probs = scratch.of_thread(omp_get_thread_num());
+    const int thread = omp_get_thread_num();
+    float* probs = scratch.of_thread(thread);
     float* grads = probs + half;
-#pragma omp for schedule(static)
-    for (std::int64_t pair = 0; pair < pairs; ++pair) {
+    const PairRange range = thread_pairs(pairs, thread, threads);
+    for (std::int64_t pair = range.begin; pair < range.end; ++pair) {
       const std::int64_t b = pair / heads, h = pair % heads;
       if (tiled) {
         const attention_detail::PairView view = pair_view(dims, qkv_data, b, h);
         const std::int64_t out = b * seq * dims.d + h * dims.hd;
         float* dq = dqkv_data + b * seq * 3 * dims.d + h * dims.hd;
+        attention_detail::NextRows next;
+        if (pair + 1 < range.end) {
+          const std::int64_t nb = (pair + 1) / heads, nh = (pair + 1) % heads;
+          const attention_detail::PairView nv = pair_view(dims, qkv_data, nb, nh);
+          const std::int64_t n_out = nb * seq * dims.d + nh * dims.hd;
+          float* n_dq = dqkv_data + nb * seq * 3 * dims.d + nh * dims.hd;
+          next.add(nv.q, nv.ld_qkv, false);
+          next.add(nv.k, nv.ld_qkv, false);
+          next.add(nv.v, nv.ld_qkv, false);
+          next.add(dy_data + n_out, dims.d, false);
+          next.add(y_data + n_out, dims.d, false);
+          next.add(n_dq, nv.ld_qkv, true);
+          next.add(n_dq + dims.d, nv.ld_qkv, true);
+          next.add(n_dq + 2 * dims.d, nv.ld_qkv, true);
+        }
         attention_detail::tiled_backward_pair(view, dy_data + out, y_data + out,
                                               lse_data + pair * seq, dq, dq + dims.d,
-                                              dq + 2 * dims.d, probs);
+                                              dq + 2 * dims.d, probs,
+                                              next.matrices > 0 ? &next : nullptr);
       } else {
         backward_pair(dims, dy_data, qkv_data, y_data, lse_data, dqkv_data, b, h, probs,
                       grads);

@@ -29,12 +29,33 @@ struct PairView {
   std::int64_t ld_out = 0;  // y, dy
 };
 
+// The rows of the pair a thread computes next (up to 8 matrices of seq rows × hd floats):
+// they lie a qkv or y row apart, which the hardware prefetcher does not follow, so a pair
+// requests them in slices while its own products run and finds its operands in cache when its
+// turn comes. Only a hint: any pointers are fine, nothing is read or written through them.
+struct NextRows {
+  static constexpr int kMaxMatrices = 8;
+  const float* rows[kMaxMatrices] = {};
+  std::int64_t ld[kMaxMatrices] = {};
+  bool written[kMaxMatrices] = {};  // the pair stores there: fetch the lines for writing
+  int matrices = 0;
+  void add(const float* first_row, std::int64_t stride, bool write) {
+    rows[matrices] = first_row;
+    ld[matrices] = stride;
+    written[matrices] = write;
+    ++matrices;
+  }
+};
+
 // y rows of the pair (stride ld_out) and lse[seq]; same contract as attention_forward.
-void tiled_forward_pair(const PairView& pair, float* y, float* lse, float* scratch);
+// `next` (may be null) is prefetched along the way.
+void tiled_forward_pair(const PairView& pair, float* y, float* lse, float* scratch,
+                        const NextRows* next);
 
 // dq, dk, dv (stride ld_qkv) of the pair from dy, y and lse; same contract as
 // attention_backward.
 void tiled_backward_pair(const PairView& pair, const float* dy, const float* y,
-                         const float* lse, float* dq, float* dk, float* dv, float* scratch);
+                         const float* lse, float* dq, float* dk, float* dv, float* scratch,
+                         const NextRows* next);
 
 }  // namespace spw::ops::attention_detail

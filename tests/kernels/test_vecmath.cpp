@@ -71,6 +71,35 @@ TEST(VecMath, Exp16MatchesLibmAndTheScalarLimits) {
     }
   }
 }
+
+TEST(VecMath, Exp2_16MatchesLibmAndZeroesBelowTheNormalRange) {
+  double worst = 0;
+  alignas(64) float x[16];
+  alignas(64) float y[16];
+  for (double base = -125.9; base <= 60.0; base += 16 * 0.00731) {
+    for (int i = 0; i < 16; ++i) x[i] = static_cast<float>(base + 0.00731 * i);
+    _mm512_store_ps(y, vecmath::exp2_16(_mm512_load_ps(x)));
+    for (int i = 0; i < 16; ++i) {
+      const double want = std::exp2(static_cast<double>(x[i]));
+      worst = std::max(worst, std::abs(y[i] - want) / want);
+    }
+  }
+  EXPECT_LT(worst, 3e-7) << "worst relative error " << worst;
+  const float limits[16] = {-200.0f, -126.5f, -126.0f, 0.0f, 1.0f, -1.0f, -INFINITY, -1e30f,
+                            0.5f, -0.5f, 10.0f, -10.0f, 127.0f, -3.25f, 2.0f, -0.0f};
+  _mm512_storeu_ps(y, vecmath::exp2_16(_mm512_loadu_ps(limits)));
+  for (int i = 0; i < 16; ++i) {
+    SCOPED_TRACE(limits[i]);
+    if (limits[i] < -126.0f) {
+      EXPECT_EQ(y[i], 0.0f);
+    } else {
+      const double want = std::exp2(static_cast<double>(limits[i]));
+      EXPECT_NEAR(y[i], want, 3e-7 * want);
+    }
+  }
+  EXPECT_EQ(y[3], 1.0f);   // 2^0
+  EXPECT_EQ(y[15], 1.0f);  // 2^-0
+}
 #endif
 
 }  // namespace
