@@ -27,7 +27,7 @@ constexpr std::int64_t kTileRows = 8;
 std::int64_t padded(std::int64_t seq) { return (seq + kVector - 1) / kVector * kVector; }
 
 // The softmaxes run on scores in log2 units, 2^(s·log2 e) = e^s, with log2 e folded into the
-// score products' scale: exp2_16 is 10 instructions against exp16's 16.
+// score products' scale: exp2_16 is 10 instructions against 16 for e^x.
 constexpr float kLog2e = 1.44269504088896341f;
 constexpr float kLn2 = 0.693147180559945309f;
 
