@@ -10,6 +10,10 @@ Closed forms for P ranks, m microbatches, v chunks, with equal stages and free l
   that; with F = B = W a third of 1F1B's, (P-1)/3 / (m + (P-1)/3). The table gives it both
   for F = B = W and for the F, B and W the run measured (means over its stages), since the
   closed form depends on them and this model's W is shorter than its B.
+The closed forms assume equal stages. On a shared VM one core may run 10-20% slower than the
+other for minutes, which makes one stage slower whatever the split, so each row also gives
+the median stage imbalance (slowest stage's F + B + W over the mean) and the median bubble
+of the runs whose stages were within 3% of each other ("balanced runs", with their count).
 """
 import json
 import os
@@ -24,6 +28,17 @@ def closed_form(schedule, P, m, v, f=1.0, b=1.0, w=1.0):
         idle = (P - 1) * (f + b - w)
         return idle / (m * (f + b + w) + idle)
     return (P - 1) / (m + P - 1)
+
+
+BALANCED = 1.03
+
+
+def imbalance(report):
+    """Slowest stage's F + B + W per microbatch over the stages' mean."""
+    stages = report["pipeline"]["predicted"]["stage_costs"]
+    work = [s["forward_seconds"] + s["backward_input_seconds"] + s["backward_weight_seconds"]
+            for s in stages]
+    return max(work) / statistics.mean(work)
 
 
 def measured_fbw(report):
@@ -58,21 +73,29 @@ def main():
             "closed_form_bubble_measured_fbw": statistics.median(
                 closed_form(schedule, P, m, v, *measured_fbw(r)) for r in runs),
             "tokens_per_s": statistics.median(r["throughput"]["median"] for r in runs),
+            "stage_imbalance": statistics.median(imbalance(r) for r in runs),
+            "balanced_runs": sum(imbalance(r) <= BALANCED for r in runs),
+            "balanced_bubble": statistics.median(
+                [r["pipeline"]["measured"]["bubble_fraction"] for r in runs
+                 if imbalance(r) <= BALANCED] or [float("nan")]),
         })
     tmp = out + ".tmp"
     with open(tmp, "w") as f:
         json.dump(rows, f, indent=1)
     os.replace(tmp, out)
     print("| schedule | m | iteration (ms) | simulator (ms) | bubble | simulator | closed form | "
-          "closed form, measured F B W | tokens/s |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "closed form, measured F B W | stage imbalance | bubble, balanced runs | tokens/s |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for row in rows:
         fbw = row["closed_form_bubble_measured_fbw"]
         fbw = f"{100 * fbw:.1f}%" if row["schedule"] == "zb-h1" else "same"
         print(f"| {row['schedule']} | {row['m']} | {1e3 * row['iteration_s']:.0f} | "
               f"{1e3 * row['predicted_iteration_s']:.0f} | {100 * row['bubble']:.1f}% | "
               f"{100 * row['predicted_bubble']:.1f}% | {100 * row['closed_form_bubble']:.1f}% | "
-              f"{fbw} | {row['tokens_per_s']:.0f} |")
+              f"{fbw} | {row['stage_imbalance']:.3f} | "
+              + (f"{100 * row['balanced_bubble']:.1f}% ({row['balanced_runs']})"
+                 if row["balanced_runs"] else "none")
+              + f" | {row['tokens_per_s']:.0f} |")
 
 
 if __name__ == "__main__":
