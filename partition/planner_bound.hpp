@@ -40,7 +40,7 @@ namespace spw::sched {
 struct ScheduleFacts {
   int ranks = 1, chunks = 1, microbatches = 1;  // split: ranks counts stages (P), 2P lists
   bool split = false;         // every stage's forwards and backwards on two lists (PipeFB)
-  bool fused = true;          // every B is followed at once by its W (and the send after it)
+  bool fused = true;          // every B is followed at once by its W (no send between them)
   bool measured = true;       // from generated lists; false: estimated from closed forms
   std::vector<int> max_live;  // [rank * chunks + chunk], stashes alive at once (split: [list])
   std::vector<int> w_after;   // [rank * chunks + chunk], W passes after the last B's gradient left
