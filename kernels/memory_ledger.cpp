@@ -20,7 +20,22 @@ MemoryLedger& MemoryLedger::process() {
 }
 
 Status MemoryLedger::reserve(MemoryCategory category, std::size_t bytes) {
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
+  const bool over = state_.cap && state_.current_total + bytes > *state_.cap;
+  if (over && pressure_handler_ && !relieving_ &&
+      pressure_thread_ == std::this_thread::get_id()) {
+    // A copy of the handler: it may clear or replace itself while it runs.
+    const PressureHandler handler = pressure_handler_;
+    relieving_ = true;
+    lock.unlock();
+    handler(bytes);
+    lock.lock();
+    relieving_ = false;
+  }
+  return reserve_locked(category, bytes);
+}
+
+Status MemoryLedger::reserve_locked(MemoryCategory category, std::size_t bytes) {
   const std::size_t total = state_.current_total + bytes;
   if (state_.cap && total > *state_.cap) {
     return error(StatusCode::memory_cap,
@@ -36,6 +51,21 @@ Status MemoryLedger::reserve(MemoryCategory category, std::size_t bytes) {
   if (state_.current[i] > state_.peak[i]) state_.peak[i] = state_.current[i];
   if (total > state_.peak_total) state_.peak_total = total;
   return Status::success();
+}
+
+void MemoryLedger::set_pressure_handler(const void* owner, PressureHandler handler) {
+  std::lock_guard lock(mutex_);
+  pressure_handler_ = std::move(handler);
+  pressure_owner_ = owner;
+  pressure_thread_ = std::this_thread::get_id();
+}
+
+void MemoryLedger::clear_pressure_handler(const void* owner) {
+  std::lock_guard lock(mutex_);
+  if (pressure_owner_ != owner) return;
+  pressure_handler_ = nullptr;
+  pressure_owner_ = nullptr;
+  pressure_thread_ = std::thread::id();
 }
 
 void MemoryLedger::release(MemoryCategory category, std::size_t bytes) {

@@ -7,9 +7,11 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "memory_category.hpp"
 #include "status.hpp"
@@ -40,8 +42,20 @@ class MemoryLedger {
   static MemoryLedger& process();
 
   // Accounts `bytes` for `category`. Fails with StatusCode::memory_cap, leaving the ledger
-  // unchanged, when the total would pass the cap.
+  // unchanged, when the total would pass the cap even after the pressure handler (if one is
+  // installed for the calling thread) had its chance to free memory.
   Status reserve(MemoryCategory category, std::size_t bytes);
+
+  // Called when a reservation of `bytes` on the installing thread would pass the cap, with
+  // the ledger unlocked; it may release memory (wait for copies in flight that will free
+  // some), after which the reservation is tried once more. Reservations made from inside it
+  // do not call it again. Other threads (OpenMP workers, the offload engine) never call it:
+  // a handler that waits on the engine must not run on the engine's own thread.
+  using PressureHandler = std::function<void(std::size_t bytes)>;
+  // Installs `handler` for the calling thread under `owner`, replacing any other.
+  void set_pressure_handler(const void* owner, PressureHandler handler);
+  // Removes the handler if `owner` installed it; another owner's stays.
+  void clear_pressure_handler(const void* owner);
   // Gives back bytes reserved earlier. Releasing more than is held is a bug: it clamps to zero.
   void release(MemoryCategory category, std::size_t bytes);
 
@@ -57,8 +71,14 @@ class MemoryLedger {
   void reset_peaks();
 
  private:
+  Status reserve_locked(MemoryCategory category, std::size_t bytes);
+
   mutable std::mutex mutex_;
   LedgerSnapshot state_;
+  PressureHandler pressure_handler_;
+  const void* pressure_owner_ = nullptr;
+  std::thread::id pressure_thread_;
+  bool relieving_ = false;
 };
 
 // "1.50 GiB", "12.0 MiB", "512 B".

@@ -64,6 +64,7 @@ Result<int> element_count(const Tensor& tensor) {
 }  // namespace
 
 PipelineExecutor::~PipelineExecutor() {
+  MemoryLedger::process().clear_pressure_handler(this);
   // The engine first: its thread may still copy out of slots, and a peer tier frees its
   // window collectively, at the same point on every rank.
   engine_.reset();
@@ -429,6 +430,13 @@ Status PipelineExecutor::setup_offload() {
   options.verify = config.verify;
   options.bind_pu = settings_.engine.pu;
   SPW_ASSIGN_OR_RETURN(engine_, offload::OffloadEngine::create(std::move(tier), options));
+  // make_room() before each instruction waits for copies in flight by estimates of what the
+  // instruction will take; a block's transient workspace is not in them, and on a loaded
+  // machine the copies finish later than the plan assumed. An allocation that would pass
+  // the cap waits for them here instead of failing the run.
+  MemoryLedger::process().set_pressure_handler(this, [this](std::size_t bytes) {
+    (void)make_room(bytes);  // a failure here shows as the allocation's own cap error
+  });
   return Status::success();
 }
 

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <thread>
+#include <vector>
+
 #include "kernels/memory_ledger.hpp"
 #include "kernels/tensor.hpp"
 
@@ -37,6 +40,63 @@ TEST(MemoryLedger, CapRejectsWithExactMessageAndLeavesLedgerUnchanged) {
   // Exactly filling the cap is allowed.
   EXPECT_TRUE(ledger.reserve(MemoryCategory::stash, 400).ok());
   EXPECT_EQ(ledger.peak_total(), 1000u);
+}
+
+// The executor's use: memory that copies in flight will free is released by the handler
+// when a reservation would pass the cap, and the reservation then succeeds.
+TEST(MemoryLedger, PressureHandlerFreesMemoryAndTheReservationIsRetried) {
+  MemoryLedger ledger;
+  ASSERT_TRUE(ledger.set_cap(1000).ok());
+  ASSERT_TRUE(ledger.reserve(MemoryCategory::stash, 800).ok());
+  int owner = 0;
+  std::vector<std::size_t> asked;
+  ledger.set_pressure_handler(&owner, [&](std::size_t bytes) {
+    asked.push_back(bytes);
+    ledger.release(MemoryCategory::stash, 500);
+  });
+  ASSERT_TRUE(ledger.reserve(MemoryCategory::workspace, 100).ok());  // fits: no call
+  EXPECT_TRUE(asked.empty());
+  ASSERT_TRUE(ledger.reserve(MemoryCategory::workspace, 400).ok());
+  EXPECT_EQ(asked, std::vector<std::size_t>{400});
+  EXPECT_EQ(ledger.current_total(), 800u);
+  // The peak is what was held at once: 900, never past the cap.
+  EXPECT_EQ(ledger.peak_total(), 900u);
+}
+
+TEST(MemoryLedger, PressureHandlerThatFreesTooLittleLeavesTheCapError) {
+  MemoryLedger ledger;
+  ASSERT_TRUE(ledger.set_cap(1000).ok());
+  ASSERT_TRUE(ledger.reserve(MemoryCategory::stash, 900).ok());
+  int owner = 0, calls = 0, nested = 0;
+  ledger.set_pressure_handler(&owner, [&](std::size_t) {
+    ++calls;
+    // A reservation inside the handler does not call it again.
+    if (!ledger.reserve(MemoryCategory::workspace, 500).ok()) ++nested;
+    ledger.release(MemoryCategory::stash, 50);
+  });
+  const Status status = ledger.reserve(MemoryCategory::workspace, 200);
+  EXPECT_EQ(status.message(),
+            "memory cap exceeded: need 200 bytes for workspace, cap 1000, in use 850");
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(nested, 1);
+  EXPECT_EQ(ledger.current_total(), 850u);
+}
+
+TEST(MemoryLedger, PressureHandlerRunsOnlyOnItsThreadAndOnlyItsOwnerClearsIt) {
+  MemoryLedger ledger;
+  ASSERT_TRUE(ledger.set_cap(100).ok());
+  int owner = 0, stranger = 0, calls = 0;
+  ledger.set_pressure_handler(&owner, [&](std::size_t) { ++calls; });
+  Status from_other_thread = Status::success();
+  std::thread([&] { from_other_thread = ledger.reserve(MemoryCategory::stash, 200); }).join();
+  EXPECT_EQ(from_other_thread.code(), StatusCode::memory_cap);
+  EXPECT_EQ(calls, 0);
+  ledger.clear_pressure_handler(&stranger);
+  EXPECT_FALSE(ledger.reserve(MemoryCategory::stash, 200).ok());
+  EXPECT_EQ(calls, 1);
+  ledger.clear_pressure_handler(&owner);
+  EXPECT_FALSE(ledger.reserve(MemoryCategory::stash, 200).ok());
+  EXPECT_EQ(calls, 1);
 }
 
 TEST(MemoryLedger, CapBelowUsageIsRefused) {
