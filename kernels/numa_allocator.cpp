@@ -3,6 +3,7 @@
 #include <hwloc.h>
 #include <omp.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -114,13 +115,25 @@ Result<std::unique_ptr<Allocation>> allocate(std::size_t bytes, MemoryCategory c
   return allocation;
 }
 
-Result<void*> reuse_scratch(std::unique_ptr<Allocation>& scratch, std::size_t bytes) {
-  if (!scratch || scratch->bytes() < bytes) {
-    scratch.reset();
-    SPW_ASSIGN_OR_RETURN(scratch, allocate(bytes, MemoryCategory::workspace,
-                                           MemoryPlacement::local(), FirstTouch::none));
-  }
-  return scratch->data();
+namespace {
+std::atomic<std::size_t> scratch_bytes_held{0};
+}  // namespace
+
+ScratchBuffer::~ScratchBuffer() {
+  if (allocation_) scratch_bytes_held -= allocation_->bytes();
 }
+
+Result<void*> ScratchBuffer::reserve(std::size_t bytes) {
+  if (!allocation_ || allocation_->bytes() < bytes) {
+    if (allocation_) scratch_bytes_held -= allocation_->bytes();
+    allocation_.reset();
+    SPW_ASSIGN_OR_RETURN(allocation_, allocate(bytes, MemoryCategory::workspace,
+                                               MemoryPlacement::local(), FirstTouch::none));
+    scratch_bytes_held += allocation_->bytes();
+  }
+  return allocation_->data();
+}
+
+std::size_t scratch_buffer_bytes() { return scratch_bytes_held.load(); }
 
 }  // namespace spw

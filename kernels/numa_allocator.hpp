@@ -72,10 +72,26 @@ Result<std::unique_ptr<Allocation>> allocate(std::size_t bytes, MemoryCategory c
                                              FirstTouch first_touch = FirstTouch::parallel_zero,
                                              MemoryLedger& ledger = MemoryLedger::process());
 
-// Scratch kept from call to call (an op's thread_local): grows `scratch` to at least `bytes`
-// of untouched workspace, else leaves it as it is, and returns its memory. For passes that
-// take about as long as mapping and unmapping fresh pages would.
-Result<void*> reuse_scratch(std::unique_ptr<Allocation>& scratch, std::size_t bytes);
+// Scratch kept from call to call (an op's thread_local ScratchBuffer): for passes that take
+// about as long as mapping and unmapping fresh pages would.
+class ScratchBuffer {
+ public:
+  ScratchBuffer() = default;
+  ScratchBuffer(const ScratchBuffer&) = delete;
+  ScratchBuffer& operator=(const ScratchBuffer&) = delete;
+  ~ScratchBuffer();
+  // Grows the buffer to at least `bytes` of untouched workspace, else leaves it as it is, and
+  // returns its memory.
+  Result<void*> reserve(std::size_t bytes);
+
+ private:
+  std::unique_ptr<Allocation> allocation_;
+};
+
+// What every thread's ScratchBuffers hold now. The profiler counts it as the process's own
+// (a rank holds it once, whichever blocks it runs), and must see it even when an earlier
+// run in the process left it allocated.
+std::size_t scratch_buffer_bytes();
 
 // Zeroes [data, data + bytes) with the OpenMP team in static chunks of whole pages, so each
 // page is first touched by the thread that computes on that part of the buffer.

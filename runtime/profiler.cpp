@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "kernels/memory_ledger.hpp"
+#include "kernels/numa_allocator.hpp"
 #include "kernels/threading.hpp"
 #include "runtime/parameter_store.hpp"
 
@@ -160,7 +161,10 @@ Result<sched::ModelProfile> profile_model(const TrainSettings& settings,
   // block, so a change in the node's load while profiling (other jobs, other ranks) reaches
   // every block alike instead of making identical blocks look different.
   const int sweeps = std::min(options.repeats, std::max(options.sweeps, 1));
-  const std::int64_t process_start = ledger_bytes();
+  // Without the kernels' reusable scratch an earlier run in this process left allocated:
+  // the blocks' measurements then see it as theirs, as in a fresh process.
+  const std::int64_t process_start =
+      ledger_bytes() - static_cast<std::int64_t>(scratch_buffer_bytes());
   for (int sweep = 0; sweep < sweeps; ++sweep) {
     const int runs = options.repeats / sweeps + (sweep < options.repeats % sweeps ? 1 : 0);
     for (std::size_t b = 0; b < blocks; ++b) {

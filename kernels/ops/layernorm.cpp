@@ -252,10 +252,9 @@ Status layernorm_backward_weight(const Tensor& dy, const Tensor& x, const Tensor
   const std::int64_t stride = 2 * padded;
   // The partials are reused from call to call: at d = 256 the whole pass takes tens of
   // microseconds, about what mapping and unmapping fresh scratch costs.
-  thread_local std::unique_ptr<Allocation> scratch;
-  SPW_ASSIGN_OR_RETURN(
-      void* memory,
-      reuse_scratch(scratch, static_cast<std::size_t>(groups * stride) * sizeof(float)));
+  thread_local ScratchBuffer scratch;
+  SPW_ASSIGN_OR_RETURN(void* memory,
+                       scratch.reserve(static_cast<std::size_t>(groups * stride) * sizeof(float)));
   float* partial = static_cast<float*>(memory);
   const float* dyp = dy.data();
   const float* xp = x.data();

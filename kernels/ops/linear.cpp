@@ -123,9 +123,9 @@ Status weight_gradient_through_scratch(const Tensor& dy, const Tensor& x, Tensor
   const std::int64_t rows = dy.shape().rows();
   const std::int64_t out = dy.shape().cols();
   const std::int64_t in = x.shape().cols();
-  thread_local std::unique_ptr<Allocation> scratch;
+  thread_local ScratchBuffer scratch;
   SPW_ASSIGN_OR_RETURN(void* memory,
-                       reuse_scratch(scratch, static_cast<std::size_t>(in * out) * sizeof(float)));
+                       scratch.reserve(static_cast<std::size_t>(in * out) * sizeof(float)));
   auto* product = static_cast<float*>(memory);
   blas::sgemm(Op::transpose, Op::none, in, out, rows, 1.0f, x.data(), in, dy.data(), out, 0.0f,
               product, out);

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
+#include "kernels/numa_allocator.hpp"
 #include "runtime/model.hpp"
 #include "runtime/profiler.hpp"
 
@@ -92,6 +95,32 @@ TEST(Profiler, SweepsChangeWhenBlocksAreTimedNotWhatIsMeasured) {
       EXPECT_GT(p->blocks[i].backward_weight_s, 0);
     }
   }
+}
+
+// The kernels' reusable scratch outlives a profile: a second profile in the same process
+// (a test after another, a C ABI caller planning again) must still count it, or a plan
+// made from it under a cap runs past the cap by that much.
+TEST(Profiler, ASecondProfileInTheProcessCountsTheScratchTheFirstLeft) {
+  TrainSettings settings = tiny_gpt();
+  settings.model.gpt.d_model = 128;
+  settings.model.gpt.heads = 4;
+  ProfileOptions options;
+  options.microbatch_samples = 2;
+  options.repeats = 1;
+  const auto first = profile_model(settings, options);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  ASSERT_GT(scratch_buffer_bytes(), 0u) << "no reusable scratch: the test shows nothing";
+  const auto second = profile_model(settings, options);
+  ASSERT_TRUE(second.ok()) << second.status().message();
+  std::int64_t first_most = 0, second_most = 0;
+  for (std::size_t b = 0; b < first->blocks.size(); ++b) {
+    first_most = std::max(first_most, first->blocks[b].scratch_bytes);
+    second_most = std::max(second_most, second->blocks[b].scratch_bytes);
+    EXPECT_EQ(second->blocks[b].workspace_bytes, first->blocks[b].workspace_bytes) << b;
+  }
+  // What a rank adds is the largest block's; it holds the scratch once.
+  EXPECT_EQ(second_most, first_most);
+  EXPECT_GE(first_most, static_cast<std::int64_t>(scratch_buffer_bytes()));
 }
 
 TEST(Profiler, RejectsAnEmptyMicrobatch) {
