@@ -35,13 +35,15 @@ TEST(ProcessMemory, PeakResidentGrowsByWhatIsTouchedAndMatchesVmHwm) {
   const std::size_t hwm = vm_hwm_bytes();
   std::free(block);
 
-  EXPECT_GE(after, before + kBytes - (std::size_t{4} << 20))
-      << "before " << before << ", after " << after;
+  // The kernel sums resident pages from per-CPU counters it folds in batches, so a reading
+  // may lag by a batch per CPU: 4 MiB short was seen on a many-core CI host.
+  constexpr std::size_t kLag = kBytes / 16;
+  EXPECT_GE(after, before + kBytes - kLag) << "before " << before << ", after " << after;
   // A high-water mark: freeing does not lower it.
   EXPECT_GE(peak_resident_bytes(), after);
   ASSERT_GT(hwm, 0u);
-  // Same quantity, read a moment apart: within a page-table's worth of each other.
-  EXPECT_NEAR(static_cast<double>(after), static_cast<double>(hwm), 8.0 * (1 << 20));
+  // Same quantity, read a moment apart: within the counters' lag of each other.
+  EXPECT_NEAR(static_cast<double>(after), static_cast<double>(hwm), static_cast<double>(kLag));
 }
 
 }  // namespace
