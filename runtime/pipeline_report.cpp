@@ -231,10 +231,15 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
     for (std::size_t c = 0; c < kMemoryCategoryCount; ++c) {
       peak[c] = static_cast<std::size_t>(at(r, memory_at + 1 + c));
     }
+    // Per step, so a reader can tell the steps whose ranks ran at one pace (what closed forms
+    // assume) from those where a core ran slower for a while.
+    nlohmann::json busy_by_step = nlohmann::json::array();
+    for (std::size_t k = 0; k < steps; ++k) busy_by_step.push_back(at(r, k));
     ranks.push_back({{"rank", r},
                      {"pipeline_rank", layout.pipeline_rank_of(r)},
                      {"replica", layout.replica_of(r)},
                      {"busy_seconds", at(r, medians)},
+                     {"busy_seconds_by_step", busy_by_step},
                      {"span_seconds", at(r, medians + 1)},
                      {"receive_wait_seconds", at(r, medians + 2)},
                      {"optimizer_seconds", at(r, medians + 3)},

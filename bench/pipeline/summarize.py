@@ -14,6 +14,11 @@ The closed forms assume equal stages. On a shared VM one core may run 10-20% slo
 other for minutes, which makes one stage slower whatever the split, so each row also gives
 the median stage imbalance (slowest stage's F + B + W over the mean) and the median bubble
 of the runs whose stages were within 3% of each other ("balanced runs", with their count).
+Even a balanced run has steps where one rank ran a few percent slower than the other, and a
+schedule that keeps a rank idle until the end (ZB-H1's first rank waits for the last one's
+final backward) pays for that lag in full; the last column is the median bubble of the
+steps (after each run's first) whose ranks were busy for times within 1% of each other, over
+all runs, with their count.
 """
 import json
 import os
@@ -31,6 +36,22 @@ def closed_form(schedule, P, m, v, f=1.0, b=1.0, w=1.0):
 
 
 BALANCED = 1.03
+EVEN_STEP = 1.01
+
+
+def even_step_bubbles(report):
+    """Bubbles of the steps after the first whose ranks' busy times were within EVEN_STEP."""
+    measured = report["pipeline"]["measured"]
+    ranks = measured["ranks"]
+    if not all("busy_seconds_by_step" in r for r in ranks):
+        return []  # a report from before busy_seconds_by_step
+    bubbles = measured["bubble_fraction_by_step"]
+    even = []
+    for k in range(1, len(bubbles)):
+        busy = [r["busy_seconds_by_step"][k] for r in ranks]
+        if max(busy) <= EVEN_STEP * statistics.mean(busy):
+            even.append(bubbles[k])
+    return even
 
 
 def imbalance(report):
@@ -78,14 +99,18 @@ def main():
             "balanced_bubble": statistics.median(
                 [r["pipeline"]["measured"]["bubble_fraction"] for r in runs
                  if imbalance(r) <= BALANCED] or [float("nan")]),
+            "even_steps": sum(len(even_step_bubbles(r)) for r in runs),
+            "even_step_bubble": statistics.median(
+                [b for r in runs for b in even_step_bubbles(r)] or [float("nan")]),
         })
     tmp = out + ".tmp"
     with open(tmp, "w") as f:
         json.dump(rows, f, indent=1)
     os.replace(tmp, out)
     print("| schedule | m | iteration (ms) | simulator (ms) | bubble | simulator | closed form | "
-          "closed form, measured F B W | stage imbalance | bubble, balanced runs | tokens/s |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "closed form, measured F B W | stage imbalance | bubble, balanced runs | "
+          "bubble, even steps | tokens/s |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for row in rows:
         fbw = row["closed_form_bubble_measured_fbw"]
         fbw = f"{100 * fbw:.1f}%" if row["schedule"] == "zb-h1" else "same"
@@ -95,6 +120,9 @@ def main():
               f"{fbw} | {row['stage_imbalance']:.3f} | "
               + (f"{100 * row['balanced_bubble']:.1f}% ({row['balanced_runs']})"
                  if row["balanced_runs"] else "none")
+              + " | "
+              + (f"{100 * row['even_step_bubble']:.1f}% ({row['even_steps']})"
+                 if row["even_steps"] else "none")
               + f" | {row['tokens_per_s']:.0f} |")
 
 

@@ -29,12 +29,16 @@ check "a 2-rank pipeline exits 0" test $status -eq 0
 check "rank 0 alone prints progress" test "$(grep -c '^step 5/5  loss' "$work/run.txt")" -eq 1
 check "the header names the layout" grep -q "2 ranks (2 stages x 1 replica, 1f1b" "$work/run.txt"
 check "report.json has the pipeline section" python3 - "$work/out/report.json" <<'PY'
-import json, sys
+import json, statistics, sys
 r = json.load(open(sys.argv[1]))
 p = r["pipeline"]
 ranks = p["measured"]["ranks"]
 ok = (r["ranks"] == 2 and len(r["loss"]) == 5 and len(ranks) == 2
       and all(x["peak_bytes"] > 0 and x["busy_seconds"] > 0 for x in ranks)
+      # per-step busy times, whose median after the first step is the rank's busy time
+      and all(len(x["busy_seconds_by_step"]) == 5 for x in ranks)
+      and all(abs(statistics.median(x["busy_seconds_by_step"][1:]) - x["busy_seconds"]) < 1e-12
+              for x in ranks)
       and all(x["peak_bytes_by_category"]["parameters"] > 0 for x in ranks)
       # the process holds at least what the ledger counted (every tensor is touched), plus MPI
       and all(x["peak_rss_bytes"] > x["peak_bytes"] for x in ranks)
