@@ -2,7 +2,10 @@
 // (rank 0) and its links measured, then each layout is predicted by sched::predict, run for
 // a few steps, and every rank's ledger peak compared with the prediction. The prediction
 // must bound the peak, and stay within 25% of it. Measured here it is exact to 0.3% but for
-// replicas of a one-rank pipeline (3-4% high: 3.5 of 105 MiB) and PipeFB's forward rank:
+// the replica cases, whose microbatches are 4x the profiled one: the planner scales the
+// kernels' scratch up with samples (conservatively; most of it is per thread or per weight),
+// which puts them 3-4% high (1.1 MiB of scratch counted 4x; with a profile of their own
+// microbatch they are exact, SPW_MEMORY_MODEL_JOB below), and PipeFB's forward rank:
 // how many stashes it holds follows its backward rank's pace, so the model gives it the
 // most it may hold (kForwardStashesWaiting waiting and one computing), and a run whose
 // backward rank keeps up holds one slot fewer (a slot is a fifth to a quarter of that
