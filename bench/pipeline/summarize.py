@@ -17,8 +17,12 @@ of the runs whose stages were within 3% of each other ("balanced runs", with the
 Even a balanced run has steps where one rank ran a few percent slower than the other, and a
 schedule that keeps a rank idle until the end (ZB-H1's first rank waits for the last one's
 final backward) pays for that lag in full; the last column is the median bubble of the
-steps (after each run's first) whose ranks were busy for times within 1% of each other, over
-all runs, with their count.
+steps (after each run's first) whose slowest rank was busy at most 1% over the ranks' mean,
+over all runs, with their count. A second table splits every step after the first of every run
+by how far its slowest rank's busy time was over the ranks' mean (< 1%, 1-3%, >= 3%) and
+gives the median of the step's bubble minus its schedule's closed form (at the run's measured
+F, B, W for ZB-H1), with the count: how much of a bubble above the closed form the ranks'
+uneven pace explains.
 """
 import json
 import os
@@ -40,7 +44,7 @@ EVEN_STEP = 1.01
 
 
 def even_step_bubbles(report):
-    """Bubbles of the steps after the first whose ranks' busy times were within EVEN_STEP."""
+    """Bubbles of the steps after the first whose slowest rank was busy at most EVEN_STEP x the mean."""
     measured = report["pipeline"]["measured"]
     ranks = measured["ranks"]
     if not all("busy_seconds_by_step" in r for r in ranks):
@@ -69,6 +73,30 @@ def measured_fbw(report):
     return mean("forward_seconds"), mean("backward_input_seconds"), mean("backward_weight_seconds")
 
 
+# How far the slowest rank's busy time in a step is above the ranks' mean.
+PACE_BANDS = [(0.0, 0.01, "< 1%"), (0.01, 0.03, "1-3%"), (0.03, float("inf"), ">= 3%")]
+
+
+def step_excess_by_pace(runs, schedule, P, m, v):
+    """[band] the steps' bubbles over the closed form, by their ranks' busy-time difference."""
+    bands = [[] for _ in PACE_BANDS]
+    for report in runs:
+        measured = report["pipeline"]["measured"]
+        ranks = measured["ranks"]
+        if not all("busy_seconds_by_step" in r for r in ranks):
+            continue
+        fbw = measured_fbw(report) if schedule == "zb-h1" else (1.0, 1.0, 1.0)
+        form = closed_form(schedule, P, m, v, *fbw)
+        bubbles = measured["bubble_fraction_by_step"]
+        for k in range(1, len(bubbles)):
+            busy = [r["busy_seconds_by_step"][k] for r in ranks]
+            pace = max(busy) / statistics.mean(busy) - 1
+            for band, (low, high, _) in zip(bands, PACE_BANDS):
+                if low <= pace < high:
+                    band.append(bubbles[k] - form)
+    return bands
+
+
 def main():
     out, reports = sys.argv[1], sys.argv[2:]
     groups = {}
@@ -85,6 +113,9 @@ def main():
         measured = [r["pipeline"]["measured"] for r in runs]
         predicted = [r["pipeline"]["predicted"] for r in runs]
         rows.append({
+            "excess_by_pace": [statistics.median(b) if b else None
+                               for b in step_excess_by_pace(runs, schedule, P, m, v)],
+            "steps_by_pace": [len(b) for b in step_excess_by_pace(runs, schedule, P, m, v)],
             "schedule": schedule, "P": P, "m": m, "v": v, "runs": len(runs),
             "iteration_s": statistics.median(x["iteration_seconds"] for x in measured),
             "bubble": statistics.median(x["bubble_fraction"] for x in measured),
@@ -124,6 +155,14 @@ def main():
               + (f"{100 * row['even_step_bubble']:.1f}% ({row['even_steps']})"
                  if row["even_steps"] else "none")
               + f" | {row['tokens_per_s']:.0f} |")
+    print()
+    print("| schedule | m | " + " | ".join(f"bubble - closed form, slowest rank {name} over the mean"
+                                           for _, _, name in PACE_BANDS) + " |")
+    print("| --- | --- |" + " --- |" * len(PACE_BANDS))
+    for row in rows:
+        cells = [f"{100 * e:+.1f} pts ({n})" if e is not None else "none"
+                 for e, n in zip(row["excess_by_pace"], row["steps_by_pace"])]
+        print(f"| {row['schedule']} | {row['m']} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
