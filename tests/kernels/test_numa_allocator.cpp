@@ -3,8 +3,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <thread>
 #include <vector>
 
+#include "kernels/memory_ledger.hpp"
 #include "kernels/numa_allocator.hpp"
 #include "kernels/tensor.hpp"
 #include "kernels/topology.hpp"
@@ -73,6 +75,37 @@ TEST(NumaAllocator, SeparateLedgerAccountsAndReleases) {
   }
   EXPECT_EQ(ledger.current_total(), 0u);
   EXPECT_EQ(ledger.peak_total(), 12345u);
+}
+
+// The process-wide tally the profiler reads: what live ScratchBuffers hold, on any thread,
+// in the ledger's workspace as well.
+TEST(ScratchBuffer, GrowsOnlyWhenAskedForMoreAndTheTallyFollowsItsLife) {
+  const std::size_t start = scratch_buffer_bytes();
+  const auto workspace_in_use = [] {
+    return MemoryLedger::process().snapshot().current_of(MemoryCategory::workspace);
+  };
+  const std::size_t workspace = workspace_in_use();
+  {
+    ScratchBuffer scratch;
+    auto first = scratch.reserve(4096);
+    ASSERT_TRUE(first.ok()) << first.status().message();
+    EXPECT_EQ(scratch_buffer_bytes(), start + 4096);
+    auto smaller = scratch.reserve(100);
+    ASSERT_TRUE(smaller.ok());
+    EXPECT_EQ(*smaller, *first);  // kept, not reallocated
+    EXPECT_EQ(scratch_buffer_bytes(), start + 4096);
+    ASSERT_TRUE(scratch.reserve(3 * 4096).ok());
+    EXPECT_EQ(scratch_buffer_bytes(), start + 3 * 4096);
+    EXPECT_EQ(workspace_in_use(), workspace + 3 * 4096);
+    std::thread([&] {
+      thread_local ScratchBuffer other;
+      ASSERT_TRUE(other.reserve(4096).ok());
+      EXPECT_EQ(scratch_buffer_bytes(), start + 4 * 4096);
+    }).join();  // the thread's buffer goes with the thread
+    EXPECT_EQ(scratch_buffer_bytes(), start + 3 * 4096);
+  }
+  EXPECT_EQ(scratch_buffer_bytes(), start);
+  EXPECT_EQ(workspace_in_use(), workspace);
 }
 
 TEST(Topology, NodeOfCpusetOnASyntheticTwoNodeMachine) {

@@ -269,8 +269,8 @@ TEST_F(MemoryModelTest, PredictedPeakBoundsEveryRanksPeakWithin25Percent) {
     for (std::size_t r = 0; r < measured->size(); ++r) {
       const MeasuredRank& rank = (*measured)[r];
       // Replicas share their pipeline's prediction.
-      const std::int64_t want = rank.peak,
-                         got = predicted->peak_memory_bytes[r % predicted->peak_memory_bytes.size()];
+      const auto& peaks = predicted->peak_memory_bytes;
+      const std::int64_t want = rank.peak, got = peaks[r % peaks.size()];
       std::printf("memory model: %-20s rank %zu predicted %8s MiB measured %8s MiB (%+.1f%%), "
                   "a slot %s MiB\n",
                   c.name.c_str(), r, mib(got).c_str(), mib(want).c_str(),
