@@ -123,8 +123,10 @@ BlockSums scale_blocks(const ModelProfile& profile, std::int64_t samples) {
     s.optimizer_state.push_back(s.optimizer_state.back() + b.optimizer_state_bytes);
     s.activation.push_back(scaled(b.activation_bytes, k));
     s.outputs.push_back(s.outputs.back() + s.activation.back());
-    // Kernels' scratch partly depends on threads and sequence length only: never scaled down.
-    s.scratch_max[0].push_back(scaled(b.scratch_bytes, std::max(k, 1.0)));
+    // Kernels' scratch mostly depends on threads, weights and sequence length: it grows by
+    // what the profile saw it grow per microbatch_samples more samples, and never shrinks.
+    const std::int64_t growth = b.scratch_growth_bytes.value_or(b.scratch_bytes);
+    s.scratch_max[0].push_back(b.scratch_bytes + scaled(growth, std::max(k - 1, 0.0)));
   }
   for (std::size_t width = 2; width <= s.activation.size(); width *= 2) {
     const auto& below = s.scratch_max.back();

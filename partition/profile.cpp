@@ -77,6 +77,10 @@ Result<BlockProfile> block_from_json(const json& object, const std::string& wher
   SPW_ASSIGN_OR_RETURN(b.activation_bytes, get_integer(object, "activation_bytes", where));
   SPW_ASSIGN_OR_RETURN(b.workspace_bytes, get_integer(object, "workspace_bytes", where));
   SPW_ASSIGN_OR_RETURN(b.scratch_bytes, get_integer(object, "scratch_bytes", where));
+  if (object.contains("scratch_growth_bytes")) {
+    SPW_ASSIGN_OR_RETURN(b.scratch_growth_bytes,
+                         get_integer(object, "scratch_growth_bytes", where));
+  }
   SPW_ASSIGN_OR_RETURN(b.parameter_bytes, get_integer(object, "parameter_bytes", where));
   SPW_ASSIGN_OR_RETURN(b.gradient_bytes, get_integer(object, "gradient_bytes", where));
   SPW_ASSIGN_OR_RETURN(b.optimizer_state_bytes,
@@ -105,6 +109,8 @@ Status check_profile(const ModelProfile& profile) {
     SPW_TRY(check_bytes(where, "activation_bytes", b.activation_bytes));
     SPW_TRY(check_bytes(where, "workspace_bytes", b.workspace_bytes));
     SPW_TRY(check_bytes(where, "scratch_bytes", b.scratch_bytes));
+    if (b.scratch_growth_bytes)
+      SPW_TRY(check_bytes(where, "scratch_growth_bytes", *b.scratch_growth_bytes));
     SPW_TRY(check_bytes(where, "parameter_bytes", b.parameter_bytes));
     SPW_TRY(check_bytes(where, "gradient_bytes", b.gradient_bytes));
     SPW_TRY(check_bytes(where, "optimizer_state_bytes", b.optimizer_state_bytes));
@@ -177,15 +183,23 @@ Result<ModelProfile> median_profile(const std::vector<ModelProfile>& measured) {
     b.backward_weight_s =
         median_over([i](const ModelProfile& p) { return p.blocks[i].backward_weight_s; });
     // Scratch includes kernels' process-wide buffers, which each rank grew on its own.
-    for (const ModelProfile& p : measured)
+    for (const ModelProfile& p : measured) {
       b.scratch_bytes = std::max(b.scratch_bytes, p.blocks[i].scratch_bytes);
+      const auto& growth = p.blocks[i].scratch_growth_bytes;
+      // A rank that did not measure the growth makes it unknown (all of scratch grows).
+      if (!growth) {
+        b.scratch_growth_bytes = std::nullopt;
+      } else if (b.scratch_growth_bytes) {
+        b.scratch_growth_bytes = std::max(*b.scratch_growth_bytes, *growth);
+      }
+    }
   }
   return out;
 }
 
 std::string profile_to_json(const ModelProfile& profile) {
   json blocks = json::array();
-  for (const BlockProfile& b : profile.blocks)
+  for (const BlockProfile& b : profile.blocks) {
     blocks.push_back({{"name", b.name},
                       {"forward_s", b.forward_s},
                       {"backward_input_s", b.backward_input_s},
@@ -198,6 +212,8 @@ std::string profile_to_json(const ModelProfile& profile) {
                       {"parameter_bytes", b.parameter_bytes},
                       {"gradient_bytes", b.gradient_bytes},
                       {"optimizer_state_bytes", b.optimizer_state_bytes}});
+    if (b.scratch_growth_bytes) blocks.back()["scratch_growth_bytes"] = *b.scratch_growth_bytes;
+  }
   const json out = {{"version", kProfileVersion},
                     {"model", profile.model},
                     {"microbatch_samples", profile.microbatch_samples},

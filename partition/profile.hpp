@@ -5,13 +5,15 @@
 //
 // Scaling assumption: the planner picks its own microbatch size, and scales every time and
 // the per-microbatch bytes (stash, activation, backward, workspace) linearly in samples;
-// scratch only up (kernels' scratch partly depends on threads and sequence length, not on
-// the batch); parameter, gradient and optimizer-state bytes do not depend on the batch.
+// scratch only up, by the growth measured at twice the samples (kernels' scratch mostly
+// depends on threads, weights and sequence length, not on the batch); parameter, gradient and
+// optimizer-state bytes do not depend on the batch.
 // Linear holds when a block's passes are large GEMMs; for tiny microbatches, where per-call
 // overhead dominates, it is optimistic.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,6 +43,11 @@ struct BlockProfile {
   // and frees again, kernels' process-wide buffers included.
   std::int64_t workspace_bytes = 0;
   std::int64_t scratch_bytes = 0;
+  // How much scratch_bytes grew when the block ran a microbatch twice as large: the planner
+  // adds this much per microbatch_samples more samples. Most scratch is per thread or per
+  // weight and does not grow; some (LayerNorm's partial sums) does, up to a bound. Absent
+  // (profiles written before it was measured): all of scratch_bytes is taken to grow.
+  std::optional<std::int64_t> scratch_growth_bytes = std::nullopt;
 };
 
 struct ModelProfile {

@@ -1,7 +1,9 @@
 #include "runtime/profiler.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <map>
 
 #include "kernels/memory_ledger.hpp"
 #include "kernels/numa_allocator.hpp"
@@ -134,6 +136,53 @@ Status measure_block(const TrainSettings& settings, const MicrobatchData& mb, st
   return Status::success();
 }
 
+// How much each block's scratch grows when its microbatch doubles: one untimed run of its
+// passes at twice the samples, after the timed ones. The planner scales only that part with
+// samples. The run leaves the kernels' reusable buffers at their larger sizes (they never
+// shrink), which every later run in this process holds: each block's scratch counts that
+// growth too. A run that does not fit under a memory cap leaves the growth unknown (the
+// planner then scales all of the scratch, as it did before this was measured).
+Status measure_scratch_growth(const TrainSettings& settings, BatchSource& data,
+                              const ProfileOptions& options, std::int64_t process_start,
+                              sched::ModelProfile& profile) {
+  const std::int64_t samples = 2 * options.microbatch_samples;
+  MicrobatchBuffers buffers;
+  SPW_TRY(data.fill(0, 0, samples, samples, buffers));
+  MicrobatchData mb = buffers.view(samples, settings.model.positions_per_sample());
+  mb.grad_scale = static_cast<float>(1.0 / static_cast<double>(mb.rows()));
+  const auto kept_before = static_cast<std::int64_t>(scratch_buffer_bytes());
+  std::vector<std::int64_t> growth(profile.blocks.size());
+  // Blocks alike in every byte (a model's transformer layers) run the same kernels on the
+  // same shapes: the first one's run stands for the rest, which keeps the cost at a few
+  // passes whatever the depth.
+  std::map<std::array<std::int64_t, 6>, std::int64_t> growth_of_kind;
+  for (std::size_t b = 0; b < profile.blocks.size(); ++b) {
+    const sched::BlockProfile& once = profile.blocks[b];
+    const std::array<std::int64_t, 6> kind = {once.stash_bytes,      once.backward_bytes,
+                                              once.activation_bytes, once.workspace_bytes,
+                                              once.parameter_bytes,  once.scratch_bytes};
+    if (const auto known = growth_of_kind.find(kind); known != growth_of_kind.end()) {
+      growth[b] = known->second;
+      continue;
+    }
+    sched::BlockProfile twice;
+    BlockTimes unused;
+    const Status measured = measure_block(settings, mb, static_cast<std::int64_t>(b), 0, 1,
+                                          process_start, twice, unused);
+    if (measured.code() == StatusCode::memory_cap) return Status::success();
+    SPW_TRY(measured);
+    growth[b] = std::max<std::int64_t>(0, twice.scratch_bytes - once.scratch_bytes);
+    growth_of_kind.emplace(kind, growth[b]);
+  }
+  const std::int64_t kept_growth =
+      std::max<std::int64_t>(0, static_cast<std::int64_t>(scratch_buffer_bytes()) - kept_before);
+  for (std::size_t b = 0; b < profile.blocks.size(); ++b) {
+    profile.blocks[b].scratch_bytes += kept_growth;
+    profile.blocks[b].scratch_growth_bytes = growth[b];
+  }
+  return Status::success();
+}
+
 }  // namespace
 
 Result<sched::ModelProfile> profile_model(const TrainSettings& settings,
@@ -173,6 +222,7 @@ Result<sched::ModelProfile> profile_model(const TrainSettings& settings,
       profile.blocks[b].name = names[b];
     }
   }
+  SPW_TRY(measure_scratch_growth(settings, *data, options, process_start, profile));
   for (std::size_t b = 0; b < blocks; ++b) {
     profile.blocks[b].forward_s = median(times[b].forward);
     profile.blocks[b].backward_input_s = median(times[b].backward_input);

@@ -1,20 +1,18 @@
 // The planner's memory model against the executor, on 2 ranks: a small GPT is profiled
 // (rank 0) and its links measured, then each layout is predicted by sched::predict, run for
 // a few steps, and every rank's ledger peak compared with the prediction. The prediction
-// must bound the peak, and stay within 25% of it. Measured here it is exact to 0.3% but for
-// the replica cases, whose microbatches are 4x the profiled one: the planner scales the
-// kernels' scratch up with samples (conservatively; most of it is per thread or per weight),
-// which puts them 3-4% high (1.1 MiB of scratch counted 4x; with a profile of their own
-// microbatch they are exact, SPW_MEMORY_MODEL_JOB below), and PipeFB's forward rank:
-// how many stashes it holds follows its backward rank's pace, so the model gives it the
-// most it may hold (kForwardStashesWaiting waiting and one computing), and a run whose
-// backward rank keeps up holds one slot fewer (a slot is a fifth to a quarter of that
-// rank's peak here): there the prediction may exceed the peak by 25% or by one slot (and
-// 1%). The bound below allows 1%: with the offload thread, an activation-sized buffer (0.3%
-// here) can stay a little longer than the timeline says, the more so on a loaded machine
-// (0.7% seen); with offload, a copy the loaded engine finishes late keeps part of a stash
-// resident longer (2.7% seen under ctest -j2), so there it allows one slot more. A plan
-// made under a cap then runs under that cap.
+// must bound the peak, and stay within 25% of it. Measured here it is exact to 0.3% (the
+// replica cases too, whose microbatches are 4x the profiled one: the planner scales only
+// the scratch growth the profiler measured; scaling all 1.1 MiB of scratch put them 3-4%
+// high), but for PipeFB's forward rank: how many stashes it holds follows its backward
+// rank's pace, so the model gives it the most it may hold (kForwardStashesWaiting waiting
+// and one computing), and a run whose backward rank keeps up holds one slot fewer (a slot
+// is a fifth to a quarter of that rank's peak here): there the prediction may exceed the
+// peak by 25% or by one slot (and 1%). The bound below allows 1%: with the offload thread,
+// an activation-sized buffer (0.3% here) can stay a little longer than the timeline says,
+// the more so on a loaded machine (0.7% seen); with offload, a copy the loaded engine
+// finishes late keeps part of a stash resident longer (2.7% seen under ctest -j2), so there
+// it allows one slot more. A plan made under a cap then runs under that cap.
 //
 // SPW_MEMORY_MODEL_JOB=path.toml runs the same comparison on that job's model, batch and
 // microbatches, with SPW_MEMORY_MODEL_SET="section.key=value ..." as --set overrides (e.g.

@@ -437,6 +437,22 @@ TEST(Planner, RejectsBadRequestsNamingTheValue) {
 }
 
 // The bound the search prunes with equals the simulator on equal stages and free links.
+// Scratch grows with the microbatch by what the profile saw it grow at twice the samples,
+// and all of it where a profile did not measure that; it never shrinks.
+TEST(PlannerCost, ScratchGrowsByItsMeasuredGrowthAndNeverShrinks) {
+  ModelProfile p;
+  p.microbatch_samples = 2;
+  p.blocks = {{.name = "a", .scratch_bytes = 1000, .scratch_growth_bytes = 100},
+              {.name = "b", .scratch_bytes = 500}};
+  const BlockSums triple = scale_blocks(p, 6);
+  EXPECT_EQ(triple.scratch_bytes({0, 0}), 1000 + 2 * 100);
+  EXPECT_EQ(triple.scratch_bytes({1, 1}), 3 * 500);
+  EXPECT_EQ(triple.scratch_bytes({0, 1}), 1500);  // a rank holds its largest
+  const BlockSums half = scale_blocks(p, 1);
+  EXPECT_EQ(half.scratch_bytes({0, 0}), 1000);
+  EXPECT_EQ(half.scratch_bytes({1, 1}), 500);
+}
+
 TEST(PlannerBound, MatchesTheSimulatorOnEqualStages) {
   for (const std::string name : {"gpipe", "1f1b", "zb-h1", "interleaved-1f1b", "pipefb"})
     for (int P : {1, 2, 4})

@@ -19,6 +19,7 @@ ModelProfile two_blocks() {
   p.optimizer_step_s = 0.25;
   p.blocks = {{"embed", 0.001, 0.002, 0.003, 10, 20, 30, 40, 50, 60, 70, 80},
               {"head", 0.125, 1e-9, 0, 1, 2, 3, 4, std::int64_t{1} << 40, 5, 6, 7}};
+  p.blocks[1].scratch_growth_bytes = 3;  // the embedding's left unmeasured
   return p;
 }
 
@@ -42,7 +43,23 @@ void expect_same(const ModelProfile& a, const ModelProfile& b) {
     EXPECT_EQ(x.backward_bytes, y.backward_bytes);
     EXPECT_EQ(x.workspace_bytes, y.workspace_bytes);
     EXPECT_EQ(x.scratch_bytes, y.scratch_bytes);
+    EXPECT_EQ(x.scratch_growth_bytes, y.scratch_growth_bytes);
   }
+}
+
+// The growth is optional: profiles written before it was measured lack it, and the planner
+// then scales all of the scratch. Present, it must be a byte count.
+TEST(Profile, ScratchGrowthIsOptionalAndChecked) {
+  ModelProfile p = two_blocks();
+  const auto back = profile_from_json(profile_to_json(p), "profile");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_FALSE(back->blocks[0].scratch_growth_bytes.has_value());
+  EXPECT_EQ(back->blocks[1].scratch_growth_bytes, 3);
+  EXPECT_EQ(profile_to_json(p).find("scratch_growth_bytes"),
+            profile_to_json(p).rfind("scratch_growth_bytes"));  // written once, for the head
+  p.blocks[1].scratch_growth_bytes = -1;
+  EXPECT_EQ(check_profile(p).message(),
+            "profile: block 1 (head) scratch_growth_bytes = -1 must be >= 0");
 }
 
 TEST(Profile, RoundTripsThroughJsonTextAndFiles) {
@@ -191,6 +208,12 @@ TEST(Profile, MedianOfConcurrentProfilesTakesEachTimesMedian) {
   // largest counts. Workspace, like every other byte count, must agree.
   ranks[1].blocks[0].scratch_bytes = 99;
   EXPECT_EQ(median_profile(ranks)->blocks[0].scratch_bytes, 99);
+  // Its growth likewise, and unknown when a rank did not measure it.
+  ranks[0].blocks[0].scratch_growth_bytes = 5;
+  ranks[1].blocks[0].scratch_growth_bytes = 9;
+  EXPECT_EQ(median_profile(ranks)->blocks[0].scratch_growth_bytes, 9);
+  ranks[0].blocks[0].scratch_growth_bytes = std::nullopt;
+  EXPECT_FALSE(median_profile(ranks)->blocks[0].scratch_growth_bytes.has_value());
   ranks[1].blocks[1].workspace_bytes = 8;
   EXPECT_FALSE(median_profile(ranks).ok());
   ranks[1].blocks[1].workspace_bytes = ranks[0].blocks[1].workspace_bytes;

@@ -123,6 +123,35 @@ TEST(Profiler, ASecondProfileInTheProcessCountsTheScratchTheFirstLeft) {
   EXPECT_GE(first_most, static_cast<std::int64_t>(scratch_buffer_bytes()));
 }
 
+// The growth at twice the samples is measured, and bounds what a profile at that size sees;
+// most scratch is per thread or per weight, so a transformer block's grows by less than all.
+TEST(Profiler, ScratchGrowthAtTwiceTheSamplesBoundsAProfileThere) {
+  TrainSettings settings = tiny_gpt();
+  settings.model.gpt.d_model = 128;
+  settings.model.gpt.heads = 4;
+  ProfileOptions options;
+  options.microbatch_samples = 2;
+  options.repeats = 1;
+  const auto once = profile_model(settings, options);
+  ASSERT_TRUE(once.ok()) << once.status().message();
+  options.microbatch_samples = 4;
+  // The second profile's own run at 8 samples grows the reusable buffers further, and its
+  // scratch counts that: take it off to compare with what 4 samples need.
+  const auto kept_before = static_cast<std::int64_t>(scratch_buffer_bytes());
+  const auto twice = profile_model(settings, options);
+  ASSERT_TRUE(twice.ok()) << twice.status().message();
+  const std::int64_t kept_by_twice =
+      static_cast<std::int64_t>(scratch_buffer_bytes()) - kept_before;
+  for (std::size_t b = 0; b < once->blocks.size(); ++b) {
+    const sched::BlockProfile& block = once->blocks[b];
+    ASSERT_TRUE(block.scratch_growth_bytes.has_value()) << block.name;
+    EXPECT_GE(block.scratch_bytes + *block.scratch_growth_bytes,
+              twice->blocks[b].scratch_bytes - kept_by_twice)
+        << block.name;
+  }
+  EXPECT_LT(*once->blocks[1].scratch_growth_bytes, once->blocks[1].scratch_bytes);
+}
+
 TEST(Profiler, RejectsAnEmptyMicrobatch) {
   ProfileOptions options;
   options.microbatch_samples = 0;
