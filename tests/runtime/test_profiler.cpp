@@ -97,16 +97,27 @@ TEST(Profiler, SweepsChangeWhenBlocksAreTimedNotWhatIsMeasured) {
   }
 }
 
+// Wide enough that the Linear weight gradient goes through reusable scratch.
+TrainSettings wide_enough_for_scratch() {
+  TrainSettings s = tiny_gpt();
+  s.model.gpt.d_model = 128;
+  s.model.gpt.heads = 4;
+  return s;
+}
+
+ProfileOptions one_run_of(std::int64_t samples) {
+  ProfileOptions options;
+  options.microbatch_samples = samples;
+  options.repeats = 1;
+  return options;
+}
+
 // The kernels' reusable scratch outlives a profile: a second profile in the same process
 // (a test after another, a C ABI caller planning again) must still count it, or a plan
 // made from it under a cap runs past the cap by that much.
 TEST(Profiler, ASecondProfileInTheProcessCountsTheScratchTheFirstLeft) {
-  TrainSettings settings = tiny_gpt();
-  settings.model.gpt.d_model = 128;
-  settings.model.gpt.heads = 4;
-  ProfileOptions options;
-  options.microbatch_samples = 2;
-  options.repeats = 1;
+  const TrainSettings settings = wide_enough_for_scratch();
+  ProfileOptions options = one_run_of(2);
   const auto first = profile_model(settings, options);
   ASSERT_TRUE(first.ok()) << first.status().message();
   ASSERT_GT(scratch_buffer_bytes(), 0u) << "no reusable scratch: the test shows nothing";
@@ -126,12 +137,8 @@ TEST(Profiler, ASecondProfileInTheProcessCountsTheScratchTheFirstLeft) {
 // The growth at twice the samples is measured, and bounds what a profile at that size sees;
 // most scratch is per thread or per weight, so a transformer block's grows by less than all.
 TEST(Profiler, ScratchGrowthAtTwiceTheSamplesBoundsAProfileThere) {
-  TrainSettings settings = tiny_gpt();
-  settings.model.gpt.d_model = 128;
-  settings.model.gpt.heads = 4;
-  ProfileOptions options;
-  options.microbatch_samples = 2;
-  options.repeats = 1;
+  const TrainSettings settings = wide_enough_for_scratch();
+  ProfileOptions options = one_run_of(2);
   const auto once = profile_model(settings, options);
   ASSERT_TRUE(once.ok()) << once.status().message();
   options.microbatch_samples = 4;
