@@ -44,6 +44,15 @@ Status time_pass(int warmup, int runs, std::vector<double>& times, std::int64_t&
   return Status::success();
 }
 
+// The first `samples` samples of the job's data as one microbatch, into `buffers`.
+Result<MicrobatchData> profiled_microbatch(BatchSource& data, const ModelSpec& spec,
+                                           std::int64_t samples, MicrobatchBuffers& buffers) {
+  SPW_TRY(data.fill(0, 0, samples, samples, buffers));
+  MicrobatchData mb = buffers.view(samples, spec.positions_per_sample());
+  mb.grad_scale = static_cast<float>(1.0 / static_cast<double>(mb.rows()));
+  return mb;
+}
+
 // Every timed run of one block's passes and optimizer step, over all sweeps.
 struct BlockTimes {
   std::vector<double> forward, backward_input, backward_weight, step;
@@ -145,11 +154,10 @@ Status measure_block(const TrainSettings& settings, const MicrobatchData& mb, st
 Status measure_scratch_growth(const TrainSettings& settings, BatchSource& data,
                               const ProfileOptions& options, std::int64_t process_start,
                               sched::ModelProfile& profile) {
-  const std::int64_t samples = 2 * options.microbatch_samples;
   MicrobatchBuffers buffers;
-  SPW_TRY(data.fill(0, 0, samples, samples, buffers));
-  MicrobatchData mb = buffers.view(samples, settings.model.positions_per_sample());
-  mb.grad_scale = static_cast<float>(1.0 / static_cast<double>(mb.rows()));
+  SPW_ASSIGN_OR_RETURN(const MicrobatchData mb,
+                       profiled_microbatch(data, settings.model, 2 * options.microbatch_samples,
+                                           buffers));
   const auto kept_before = static_cast<std::int64_t>(scratch_buffer_bytes());
   std::vector<std::int64_t> growth(profile.blocks.size());
   // Blocks alike in every byte (a model's transformer layers) run the same kernels on the
@@ -194,9 +202,8 @@ Result<sched::ModelProfile> profile_model(const TrainSettings& settings,
   const ModelSpec& spec = settings.model;
   SPW_ASSIGN_OR_RETURN(auto data, open_batch_source(settings.data, spec, settings.seed));
   MicrobatchBuffers buffers;
-  SPW_TRY(data->fill(0, 0, options.microbatch_samples, options.microbatch_samples, buffers));
-  MicrobatchData mb = buffers.view(options.microbatch_samples, spec.positions_per_sample());
-  mb.grad_scale = static_cast<float>(1.0 / static_cast<double>(mb.rows()));
+  SPW_ASSIGN_OR_RETURN(const MicrobatchData mb,
+                       profiled_microbatch(*data, spec, options.microbatch_samples, buffers));
 
   sched::ModelProfile profile;
   profile.model = spec.describe();

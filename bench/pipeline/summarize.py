@@ -43,19 +43,24 @@ BALANCED = 1.03
 EVEN_STEP = 1.01
 
 
-def even_step_bubbles(report):
-    """Bubbles of the steps after the first whose slowest rank was busy at most EVEN_STEP x the mean."""
+def step_paces(report):
+    """(pace, bubble) of every step after the first: how far its slowest rank's busy time was
+    over the ranks' mean, and its bubble; none for a report from before busy_seconds_by_step."""
     measured = report["pipeline"]["measured"]
     ranks = measured["ranks"]
     if not all("busy_seconds_by_step" in r for r in ranks):
-        return []  # a report from before busy_seconds_by_step
+        return []
     bubbles = measured["bubble_fraction_by_step"]
-    even = []
+    paces = []
     for k in range(1, len(bubbles)):
         busy = [r["busy_seconds_by_step"][k] for r in ranks]
-        if max(busy) <= EVEN_STEP * statistics.mean(busy):
-            even.append(bubbles[k])
-    return even
+        paces.append((max(busy) / statistics.mean(busy) - 1, bubbles[k]))
+    return paces
+
+
+def even_step_bubbles(report):
+    """Bubbles of the steps after the first whose slowest rank was busy at most EVEN_STEP x the mean."""
+    return [bubble for pace, bubble in step_paces(report) if pace <= EVEN_STEP - 1]
 
 
 def imbalance(report):
@@ -81,19 +86,12 @@ def step_excess_by_pace(runs, schedule, P, m, v):
     """[band] the steps' bubbles over the closed form, by their ranks' busy-time difference."""
     bands = [[] for _ in PACE_BANDS]
     for report in runs:
-        measured = report["pipeline"]["measured"]
-        ranks = measured["ranks"]
-        if not all("busy_seconds_by_step" in r for r in ranks):
-            continue
         fbw = measured_fbw(report) if schedule == "zb-h1" else (1.0, 1.0, 1.0)
         form = closed_form(schedule, P, m, v, *fbw)
-        bubbles = measured["bubble_fraction_by_step"]
-        for k in range(1, len(bubbles)):
-            busy = [r["busy_seconds_by_step"][k] for r in ranks]
-            pace = max(busy) / statistics.mean(busy) - 1
+        for pace, bubble in step_paces(report):
             for band, (low, high, _) in zip(bands, PACE_BANDS):
                 if low <= pace < high:
-                    band.append(bubbles[k] - form)
+                    band.append(bubble - form)
     return bands
 
 
@@ -112,10 +110,10 @@ def main():
         P, v = layout["pipeline_ranks"], layout["chunks"]
         measured = [r["pipeline"]["measured"] for r in runs]
         predicted = [r["pipeline"]["predicted"] for r in runs]
+        by_pace = step_excess_by_pace(runs, schedule, P, m, v)
         rows.append({
-            "excess_by_pace": [statistics.median(b) if b else None
-                               for b in step_excess_by_pace(runs, schedule, P, m, v)],
-            "steps_by_pace": [len(b) for b in step_excess_by_pace(runs, schedule, P, m, v)],
+            "excess_by_pace": [statistics.median(b) if b else None for b in by_pace],
+            "steps_by_pace": [len(b) for b in by_pace],
             "schedule": schedule, "P": P, "m": m, "v": v, "runs": len(runs),
             "iteration_s": statistics.median(x["iteration_seconds"] for x in measured),
             "bubble": statistics.median(x["bubble_fraction"] for x in measured),
