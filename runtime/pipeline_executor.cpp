@@ -191,6 +191,15 @@ Status PipelineExecutor::setup(const PipelineSettings& settings, MPI_Comm world)
                  "of at least one batch");
   }
 
+  for (std::size_t i = 0; i < list_.size(); ++i) {
+    const sched::Instruction& in = list_[i];
+    if (in.op != sched::Op::forward) continue;
+    Model& chunk = *chunks_[static_cast<std::size_t>(in.chunk)];
+    if (chunk.block(chunk.size() - 1).computes_loss()) {
+      loss_final_after_ = static_cast<std::ptrdiff_t>(i);
+    }
+  }
+
   const auto m = static_cast<std::size_t>(l.microbatches);
   buffers_.resize(m);
   microbatches_.resize(m);
@@ -1209,6 +1218,17 @@ Status PipelineExecutor::execute(const sched::Instruction& in, std::size_t posit
   return progress();
 }
 
+Status PipelineExecutor::start_loss_sum() {
+  const std::int64_t micro = layout().microbatch_samples;
+  loss_share_ = 0;
+  for (double l : losses_) {
+    loss_share_ += l * static_cast<double>(micro) / static_cast<double>(settings_.train.batch);
+  }
+  return mpi_check(MPI_Iallreduce(&loss_share_, &loss_sum_, 1, MPI_DOUBLE, MPI_SUM, world_,
+                                  &loss_request_),
+                   "summing the step's loss");
+}
+
 Status PipelineExecutor::run_step(StepResult& result) {
   step_start_ = now();
   const std::int64_t step = step_ + 1;
@@ -1230,8 +1250,12 @@ Status PipelineExecutor::run_step(StepResult& result) {
     SPW_TRY(post_receives_through(static_cast<std::size_t>(settings_.receive_lookahead) - 1,
                                   receive_positions_.size()));
   }
+  if (loss_final_after_ < 0) SPW_TRY(start_loss_sum());
   for (std::size_t i = 0; i < list_.size(); ++i) {
-    const Status status = execute(list_[i], i);
+    Status status = execute(list_[i], i);
+    if (status.ok() && static_cast<std::ptrdiff_t>(i) == loss_final_after_) {
+      status = start_loss_sum();
+    }
     if (!status.ok()) {
       return status.with_context("step " + std::to_string(step) + ", instruction " +
                                  sched::to_string(list_[i]));
@@ -1241,15 +1265,8 @@ Status PipelineExecutor::run_step(StepResult& result) {
   current_.span_s = now() - step_start_;
   current_.allocated_bytes =
       static_cast<std::int64_t>(MemoryLedger::process().reserved_total() - reserved_before);
-
-  const std::int64_t micro = layout().microbatch_samples;
-  double loss = 0;
-  for (double l : losses_) {
-    loss += l * static_cast<double>(micro) / static_cast<double>(settings_.train.batch);
-  }
-  double batch_loss = 0;
-  SPW_TRY(mpi_check(MPI_Allreduce(&loss, &batch_loss, 1, MPI_DOUBLE, MPI_SUM, world_),
-                    "summing the step's loss"));
+  SPW_TRY(mpi_check(MPI_Wait(&loss_request_, MPI_STATUS_IGNORE), "summing the step's loss"));
+  const double batch_loss = loss_sum_;
   ++step_;
   metrics_.push_back(current_);
   const double seconds = now() - step_start_;

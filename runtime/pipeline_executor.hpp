@@ -175,6 +175,8 @@ class PipelineExecutor {
   Status progress();
   Status poke_communication();
   Status finish_sends();
+  // Starts the step's loss sum over all ranks with this rank's share (see loss_final_after_).
+  Status start_loss_sum();
   Status setup_offload();
   Result<Slot*> placeholder_forward(int chunk);
   void return_placeholder(int chunk);
@@ -235,6 +237,15 @@ class PipelineExecutor {
   std::vector<MicrobatchBuffers> buffers_;
   std::vector<MicrobatchData> microbatches_;
   std::vector<double> losses_;
+  // The step's loss is summed by a non-blocking all-reduce that each rank joins as soon as its
+  // share is final: after the last Forward of its loss chunk (index into list_), or at the
+  // step's start (-1) on ranks without one. A rank that finishes first then waits only for
+  // the others' losses, not for their last weight gradients, and starts its next step while
+  // they finish theirs.
+  std::ptrdiff_t loss_final_after_ = -1;
+  double loss_share_ = 0;
+  double loss_sum_ = 0;
+  MPI_Request loss_request_ = MPI_REQUEST_NULL;
   std::size_t model_parameters_ = 0;
 
   std::vector<std::vector<std::unique_ptr<Slot>>> slots_;  // [chunk] every slot ever made
