@@ -871,6 +871,10 @@ Status PipelineExecutor::backward_weight(int mb, int chunk) {
   const MicrobatchData& data = microbatches_[static_cast<std::size_t>(mb)];
   SPW_ASSIGN_OR_RETURN(Tensor * input, chunk_input(*s, chunk, mb));
   SPW_ASSIGN_OR_RETURN(Tensor * doutput, chunk_output_grad(*s, chunk, mb));
+  if (grads_stale_[static_cast<std::size_t>(chunk)]) {
+    model.zero_grads();
+    grads_stale_[static_cast<std::size_t>(chunk)] = false;
+  }
   for (std::size_t b = model.size(); b-- > 0;) {
     const Tensor* block_input = b == 0 ? input : &s->acts.at(b);
     const Tensor* block_doutput = b + 1 == model.size() ? doutput : &s->grads.at(b + 1);
@@ -1238,9 +1242,9 @@ Status PipelineExecutor::run_step(StepResult& result) {
   if (step_ == 1) std::fill(timings_.begin(), timings_.end(), ChunkTiming{});
   current_ = RankStepMetrics{};
   const std::size_t reserved_before = MemoryLedger::process().reserved_total();
-  for (std::size_t c = 0; c < chunks_.size(); ++c) {
-    if (runs_backward(static_cast<int>(c))) chunks_[c]->zero_grads();
-  }
+  // Zeroed by each chunk's first W (backward_weight), not here: on the first rank this would
+  // delay the step's first forward, which every other rank waits for.
+  grads_stale_.assign(chunks_.size(), true);
   SPW_TRY(load_microbatches());
   std::fill(losses_.begin(), losses_.end(), 0.0);
   posted_.assign(receive_positions_.size(), PostedReceive{});
