@@ -22,7 +22,12 @@ over all runs, with their count. A second table splits every step after the firs
 by how far its slowest rank's busy time was over the ranks' mean (< 1%, 1-3%, >= 3%) and
 gives the median of the step's bubble minus its schedule's closed form (at the run's measured
 F, B, W for ZB-H1), with the count: how much of a bubble above the closed form the ranks'
-uneven pace explains.
+uneven pace explains. Its last column compares every such step with the closed form at the
+paces its ranks really ran: no schedule can end a step before its slowest rank has done its
+work and idled the closed form's idle ((P-1)(F+B+W) per rank for GPipe, 1F1B and interleaved,
+whose stages are chunks, (P-1)(F+B-W) for ZB-H1, with the run's measured F, B, W), so the step's
+bound is 1 - mean busy / (slowest rank's busy + that idle); with equal paces it is the closed
+form itself.
 """
 import json
 import os
@@ -43,19 +48,37 @@ BALANCED = 1.03
 EVEN_STEP = 1.01
 
 
-def step_paces(report):
-    """(pace, bubble) of every step after the first: how far its slowest rank's busy time was
-    over the ranks' mean, and its bubble; none for a report from before busy_seconds_by_step."""
+def step_busy(report):
+    """(each rank's busy seconds, bubble) of every step after the first; none for a report
+    from before busy_seconds_by_step."""
     measured = report["pipeline"]["measured"]
     ranks = measured["ranks"]
     if not all("busy_seconds_by_step" in r for r in ranks):
         return []
     bubbles = measured["bubble_fraction_by_step"]
-    paces = []
-    for k in range(1, len(bubbles)):
-        busy = [r["busy_seconds_by_step"][k] for r in ranks]
-        paces.append((max(busy) / statistics.mean(busy) - 1, bubbles[k]))
-    return paces
+    return [([r["busy_seconds_by_step"][k] for r in ranks], bubbles[k])
+            for k in range(1, len(bubbles))]
+
+
+def step_paces(report):
+    """(pace, bubble) of every step after the first: how far its slowest rank's busy time was
+    over the ranks' mean, and its bubble."""
+    return [(max(busy) / statistics.mean(busy) - 1, bubble) for busy, bubble in step_busy(report)]
+
+
+def closed_form_idle_seconds(schedule, P, f, b, w):
+    """Idle per rank that the closed form counts, in seconds, at per-stage F, B, W (a stage of
+    an interleaved pipeline is one chunk, so its closed form's v is already in them)."""
+    if schedule == "zb-h1":
+        return (P - 1) * (f + b - w)
+    return (P - 1) * (f + b + w)
+
+
+def step_excess_at_own_paces(report, schedule, P):
+    """Each step's bubble over the closed form at the paces its ranks ran (see the docstring)."""
+    idle = closed_form_idle_seconds(schedule, P, *measured_fbw(report))
+    return [bubble - (1 - statistics.mean(busy) / (max(busy) + idle))
+            for busy, bubble in step_busy(report)]
 
 
 def even_step_bubbles(report):
@@ -96,6 +119,8 @@ def step_excess_by_pace(runs, schedule, P, m, v):
 
 
 def main():
+    if len(sys.argv) < 3 or sys.argv[1].startswith("-"):
+        sys.exit("usage: summarize.py OUT.json REPORT.json...")
     out, reports = sys.argv[1], sys.argv[2:]
     groups = {}
     for path in reports:
@@ -111,7 +136,11 @@ def main():
         measured = [r["pipeline"]["measured"] for r in runs]
         predicted = [r["pipeline"]["predicted"] for r in runs]
         by_pace = step_excess_by_pace(runs, schedule, P, m, v)
+        own_paces = [e for r in runs for e in step_excess_at_own_paces(r, schedule, P)]
         rows.append({
+            "excess_at_own_paces": statistics.median(own_paces) if own_paces else None,
+            "excess_at_own_paces_range": [min(own_paces), max(own_paces)] if own_paces else None,
+            "steps_at_own_paces": len(own_paces),
             "excess_by_pace": [statistics.median(b) if b else None for b in by_pace],
             "steps_by_pace": [len(b) for b in by_pace],
             "schedule": schedule, "P": P, "m": m, "v": v, "runs": len(runs),
@@ -155,11 +184,18 @@ def main():
               + f" | {row['tokens_per_s']:.0f} |")
     print()
     print("| schedule | m | " + " | ".join(f"bubble - closed form, slowest rank {name} over the mean"
-                                           for _, _, name in PACE_BANDS) + " |")
-    print("| --- | --- |" + " --- |" * len(PACE_BANDS))
+                                           for _, _, name in PACE_BANDS)
+          + " | bubble - closed form at the step's own paces, median (range) |")
+    print("| --- | --- |" + " --- |" * (len(PACE_BANDS) + 1))
     for row in rows:
         cells = [f"{100 * e:+.1f} pts ({n})" if e is not None else "none"
                  for e, n in zip(row["excess_by_pace"], row["steps_by_pace"])]
+        if row["excess_at_own_paces"] is None:
+            cells.append("none")
+        else:
+            low, high = row["excess_at_own_paces_range"]
+            cells.append(f"{100 * row['excess_at_own_paces']:+.1f} pts ({100 * low:+.1f} to "
+                         f"{100 * high:+.1f}; {row['steps_at_own_paces']})")
         print(f"| {row['schedule']} | {row['m']} | " + " | ".join(cells) + " |")
 
 
