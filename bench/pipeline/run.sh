@@ -6,7 +6,8 @@
 # The closed forms assume equal stages: 2 stages split gpt-s's 10 blocks (embedding, 8
 # layers, head) 5 | 5, and the 4 interleaved stages take two layers each, the embedding and
 # the head (each a small fraction of a layer) with the first and the last ones.
-# Writes OUT/pipeline.json and prints a markdown table.
+# Writes OUT/pipeline.json (and OUT/core_paces.json, bench/core_paces.sh) and prints a
+# markdown table.
 #   bench/pipeline/run.sh [OUT_DIR] [REPEATS] [STEPS]
 set -euo pipefail
 set -f  # the stage ranges below are word-split on purpose and must not glob
@@ -24,6 +25,8 @@ declare -A extra=(
   [interleaved]="--set parallel.stages=[[0,2],[3,4],[5,6],[7,9]] --set parallel.chunks=2"
   [zb-h1]="--set parallel.stages=2"
 )
+# The two ranks run on cores 0 and 1 (one thread each): how evenly the sitting started.
+"$root/bench/core_paces.sh" "$spillway" "$out/core_paces.json" $(seq 0 $(($(nproc) > 1 ? 1 : 0)))
 runs=()
 for ((r = 0; r < repeats; r++)); do
   for m in 2 4 8 16; do

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Tokens/s of a full training step, spillway beside PyTorch (Debian python3-torch), same model,
-# same threads, runs alternated in one sitting (this machine is noisy). Writes OUT/train.json.
+# same threads, runs alternated in one sitting (this machine is noisy). Writes OUT/train.json
+# and OUT/core_paces.json (bench/core_paces.sh: how evenly the two cores ran at the start).
 #   bench/train/vs_pytorch.sh [OUT_DIR] [REPEATS]
 # Needs: build/release/runtime/spillway, and /usr/bin/python3 with torch (apt install python3-torch).
 set -euo pipefail
@@ -14,6 +15,7 @@ declare -A shape=(
   [gpt-m]="--set model.layers=12 --set model.d_model=512 --set model.heads=8 --set model.seq=256 --set train.batch=8"
 )
 declare -A steps=([gpt-s]=12 [gpt-m]=6)
+"$root/bench/core_paces.sh" "$spillway" "$out/core_paces.json" $(seq 0 $(($(nproc) > 1 ? 1 : 0)))
 results=()
 for model in gpt-s gpt-m; do
   for threads in 1 2; do
