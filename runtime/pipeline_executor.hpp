@@ -243,10 +243,10 @@ class PipelineExecutor {
   // the others' losses, not for their last weight gradients, and starts its next step while
   // they finish theirs.
   std::ptrdiff_t loss_final_after_ = -1;
-  std::vector<bool> grads_stale_;  // [local chunk] its gradients still hold the last step's
   double loss_share_ = 0;
   double loss_sum_ = 0;
   MPI_Request loss_request_ = MPI_REQUEST_NULL;
+  std::vector<bool> grads_stale_;  // [local chunk] its gradients still hold the last step's
   std::size_t model_parameters_ = 0;
 
   std::vector<std::vector<std::unique_ptr<Slot>>> slots_;  // [chunk] every slot ever made

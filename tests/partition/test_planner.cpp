@@ -436,7 +436,6 @@ TEST(Planner, RejectsBadRequestsNamingTheValue) {
             "stage, and pipefb needs an even number of ranks per replica (2 per stage)");
 }
 
-// The bound the search prunes with equals the simulator on equal stages and free links.
 // Scratch grows with the microbatch by what the profile saw it grow at twice the samples,
 // and all of it where a profile did not measure that; it never shrinks.
 TEST(PlannerCost, ScratchGrowsByItsMeasuredGrowthAndNeverShrinks) {
@@ -453,6 +452,7 @@ TEST(PlannerCost, ScratchGrowsByItsMeasuredGrowthAndNeverShrinks) {
   EXPECT_EQ(half.scratch_bytes({1, 1}), 500);
 }
 
+// The bound the search prunes with equals the simulator on equal stages and free links.
 TEST(PlannerBound, MatchesTheSimulatorOnEqualStages) {
   for (const std::string name : {"gpipe", "1f1b", "zb-h1", "interleaved-1f1b", "pipefb"})
     for (int P : {1, 2, 4})
