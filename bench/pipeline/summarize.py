@@ -35,13 +35,20 @@ import statistics
 import sys
 
 
-def closed_form(schedule, P, m, v, f=1.0, b=1.0, w=1.0):
-    if schedule == "interleaved-1f1b":
-        return (P - 1) / (v * m + P - 1)
+def closed_form_idle_seconds(schedule, P, f, b, w):
+    """Idle per rank that the closed form counts, in seconds, at per-stage F, B, W (a stage of
+    an interleaved pipeline is one chunk, so its closed form's v is already in them)."""
     if schedule == "zb-h1":
-        idle = (P - 1) * (f + b - w)
-        return idle / (m * (f + b + w) + idle)
-    return (P - 1) / (m + P - 1)
+        return (P - 1) * (f + b - w)
+    return (P - 1) * (f + b + w)
+
+
+def closed_form(schedule, P, m, v, f=1.0, b=1.0, w=1.0):
+    """The closed form's bubble: its idle over a rank's m microbatches (v chunks each when
+    interleaved) of F + B + W plus that idle."""
+    idle = closed_form_idle_seconds(schedule, P, f, b, w)
+    chunks = v if schedule == "interleaved-1f1b" else 1
+    return idle / (chunks * m * (f + b + w) + idle)
 
 
 BALANCED = 1.03
@@ -64,14 +71,6 @@ def step_paces(report):
     """(pace, bubble) of every step after the first: how far its slowest rank's busy time was
     over the ranks' mean, and its bubble."""
     return [(max(busy) / statistics.mean(busy) - 1, bubble) for busy, bubble in step_busy(report)]
-
-
-def closed_form_idle_seconds(schedule, P, f, b, w):
-    """Idle per rank that the closed form counts, in seconds, at per-stage F, B, W (a stage of
-    an interleaved pipeline is one chunk, so its closed form's v is already in them)."""
-    if schedule == "zb-h1":
-        return (P - 1) * (f + b - w)
-    return (P - 1) * (f + b + w)
 
 
 def step_excess_at_own_paces(report, schedule, P):
