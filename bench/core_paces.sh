@@ -4,17 +4,19 @@
 # apart by up to 15% for minutes at a time, which a two-rank benchmark shows as stage
 # imbalance and a side-by-side benchmark as noise; the benchmarks record this beside their
 # results so a reader can tell an even sitting from an uneven one.
-#   bench/core_paces.sh SPILLWAY OUT.json CORE [CORE...]
+#   bench/core_paces.sh SPILLWAY OUT.json [CORE...]   (default: cores 0 and 1, or 0 alone)
 # Prints one line; writes OUT.json: {"cores": [...], "tokens_per_s": [...], "spread": max/min - 1}.
 set -euo pipefail
-if [ $# -lt 3 ]; then
-  echo "usage: bench/core_paces.sh SPILLWAY OUT.json CORE [CORE...]" >&2
+if [ $# -lt 2 ]; then
+  echo "usage: bench/core_paces.sh SPILLWAY OUT.json [CORE...]" >&2
   exit 2
 fi
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 spillway=$1
 out=$2
 shift 2
+# The benchmarks that call this run on the first two cores (two ranks, or 1 and 2 threads).
+[ $# -gt 0 ] || set -- $(seq 0 $(($(nproc) > 1 ? 1 : 0)))
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for core in "$@"; do

@@ -25,8 +25,8 @@ declare -A extra=(
   [interleaved]="--set parallel.stages=[[0,2],[3,4],[5,6],[7,9]] --set parallel.chunks=2"
   [zb-h1]="--set parallel.stages=2"
 )
-# The two ranks run on cores 0 and 1 (one thread each): how evenly the sitting started.
-"$root/bench/core_paces.sh" "$spillway" "$out/core_paces.json" $(seq 0 $(($(nproc) > 1 ? 1 : 0)))
+# How evenly cores 0 and 1, where the two ranks run, went when the sitting started.
+"$root/bench/core_paces.sh" "$spillway" "$out/core_paces.json"
 runs=()
 for ((r = 0; r < repeats; r++)); do
   for m in 2 4 8 16; do

@@ -15,7 +15,7 @@ declare -A shape=(
   [gpt-m]="--set model.layers=12 --set model.d_model=512 --set model.heads=8 --set model.seq=256 --set train.batch=8"
 )
 declare -A steps=([gpt-s]=12 [gpt-m]=6)
-"$root/bench/core_paces.sh" "$spillway" "$out/core_paces.json" $(seq 0 $(($(nproc) > 1 ? 1 : 0)))
+"$root/bench/core_paces.sh" "$spillway" "$out/core_paces.json"
 results=()
 for model in gpt-s gpt-m; do
   for threads in 1 2; do
