@@ -133,10 +133,13 @@ def main():
     for _ in range(args.warmup):
         step()
     rates = []
+    step_seconds = []  # every timed step, for statistics that match spillway's report.json
     for _ in range(args.repeats):
         start = time.perf_counter()
         for _ in range(args.steps):
+            step_start = time.perf_counter()
             step()
+            step_seconds.append(time.perf_counter() - step_start)
         elapsed = time.perf_counter() - start
         rates.append(b * t * args.steps / elapsed)
     rates.sort()
@@ -149,6 +152,8 @@ def main():
         "parameters": params,
         "tokens_per_s": median,
         "tokens_per_s_runs": rates,
+        "tokens_per_step": b * t,
+        "step_seconds": step_seconds,
     }
     print(json.dumps(result))
     if args.json:

@@ -2,10 +2,15 @@
 # Tokens/s of a full training step, spillway beside PyTorch (Debian python3-torch), same model,
 # same threads, runs alternated in one sitting (this machine is noisy). Writes OUT/train.json
 # and OUT/core_paces.json (bench/core_paces.sh: how evenly the two cores ran at the start).
+# Both programs run pinned to the same cores, the first THREADS of them: spillway binds its
+# threads from core 0 on by itself, and a PyTorch left floating would get whichever core the
+# host runs faster at the moment (this VM's cores drift apart by up to 15%).
+# Both rates are tokens per step over the median step after the first two (median_rate.py).
 #   bench/train/vs_pytorch.sh [OUT_DIR] [REPEATS]
 # Needs: build/release/runtime/spillway, and /usr/bin/python3 with torch (apt install python3-torch).
 set -euo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
 out=${1:-$root/build/bench}
 repeats=${2:-3}
 mkdir -p "$out"
@@ -19,14 +24,15 @@ declare -A steps=([gpt-s]=12 [gpt-m]=6)
 results=()
 for model in gpt-s gpt-m; do
   for threads in 1 2; do
+    cores=$(seq -s, 0 $((threads - 1)))
     for ((r = 0; r < repeats; r++)); do
       dir="$out/train-$model-t$threads-r$r"
-      OMP_NUM_THREADS=$threads "$spillway" train "$root/examples/gpt-s.toml" ${shape[$model]} \
+      OMP_NUM_THREADS=$threads taskset -c "$cores" "$spillway" train "$root/examples/gpt-s.toml" ${shape[$model]} \
         --set data.source=synthetic --set "train.steps=${steps[$model]}" \
         --set "output.dir=$dir" > "$dir.log" 2>&1
-      s=$(python3 -c "import json; print(json.load(open('$dir/report.json'))['throughput']['median'])")
-      p=$(/usr/bin/python3 "$root/bench/pytorch/gpt_torch.py" --model "$model" --threads "$threads" \
-            --steps $((steps[$model] - 2)) --warmup 2 | python3 -c "import json,sys; print(json.load(sys.stdin)['tokens_per_s'])")
+      s=$(python3 "$here/median_rate.py" spillway < "$dir/report.json")
+      p=$(taskset -c "$cores" /usr/bin/python3 "$root/bench/pytorch/gpt_torch.py" --model "$model" --threads "$threads" \
+            --steps $((steps[$model] - 2)) --warmup 2 | python3 "$here/median_rate.py" pytorch)
       echo "$model threads=$threads run=$r spillway=$s pytorch=$p"
       results+=("{\"model\":\"$model\",\"threads\":$threads,\"run\":$r,\"spillway\":$s,\"pytorch\":$p}")
     done
