@@ -183,19 +183,21 @@ class TransformerBlock final : public Block {
                          BlockState& state) override {
     Stash& s = state.saved;
     Stash& gs = state.grads;
-    SPW_TRY(ops::linear_backward_weight(*doutput, s.at(kG), params_.grad(fc2_w_),
-                                        &params_.grad(fc2_b_)));
-    SPW_TRY(ops::linear_backward_weight(gs.at(kDh), s.at(kLn2), params_.grad(fc1_w_),
-                                        &params_.grad(fc1_b_)));
-    SPW_TRY(ops::layernorm_backward_weight(gs.at(kDln2), s.at(kX2), s.at(kMean2), s.at(kRstd2),
-                                           params_.grad(ln2_w_), params_.grad(ln2_b_)));
-    SPW_TRY(ops::linear_backward_weight(gs.at(kDx2), s.at(kAttn), params_.grad(proj_w_),
-                                        &params_.grad(proj_b_)));
+    // Newest gradient first: backward_input wrote dln1 last and the block's output gradient
+    // came first, so in this order each product reads its dy while it is likeliest to be in
+    // cache. Each parameter's gradient is its own, so the order changes no result.
+    SPW_TRY(ops::layernorm_backward_weight(gs.at(kDln1), *input, s.at(kMean1), s.at(kRstd1),
+                                           params_.grad(ln1_w_), params_.grad(ln1_b_)));
     SPW_TRY(ops::linear_backward_weight(gs.at(kDqkv), s.at(kLn1), params_.grad(qkv_w_),
                                         &params_.grad(qkv_b_)));
-    return ops::layernorm_backward_weight(gs.at(kDln1), *input, s.at(kMean1),
-                                          s.at(kRstd1), params_.grad(ln1_w_),
-                                          params_.grad(ln1_b_));
+    SPW_TRY(ops::linear_backward_weight(gs.at(kDx2), s.at(kAttn), params_.grad(proj_w_),
+                                        &params_.grad(proj_b_)));
+    SPW_TRY(ops::layernorm_backward_weight(gs.at(kDln2), s.at(kX2), s.at(kMean2), s.at(kRstd2),
+                                           params_.grad(ln2_w_), params_.grad(ln2_b_)));
+    SPW_TRY(ops::linear_backward_weight(gs.at(kDh), s.at(kLn2), params_.grad(fc1_w_),
+                                        &params_.grad(fc1_b_)));
+    return ops::linear_backward_weight(*doutput, s.at(kG), params_.grad(fc2_w_),
+                                       &params_.grad(fc2_b_));
   }
 
  private:
