@@ -375,7 +375,7 @@ class JobReader {
     std::string allowed;
     for (std::size_t i = 0; i < N; ++i) {
       if (i > 0) allowed += i + 1 == N ? " or " : ", ";
-      allowed += "\"" + std::string(options[i].name) + "\"";
+      allowed.append(1, '"').append(options[i].name).append(1, '"');
     }
     const std::string got = value != nullptr ? "\"" + value->get() + "\"" : type_name(*node);
     return fail(key, node, single_quoted(key) + " must be one of " + allowed + ", got " + got);

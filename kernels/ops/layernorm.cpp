@@ -271,7 +271,7 @@ Status layernorm_backward_weight(const Tensor& dy, const Tensor& x, const Tensor
   // in flight already hide the latency); at d 256 and 512 the tiles took 5-7% longer on one
   // thread as well. Same bits either way.
   constexpr std::int64_t kTiledWidth = 1024;
-  const bool tiled = d >= kTiledWidth && compute_threads() == 1;
+  [[maybe_unused]] const bool tiled = d >= kTiledWidth && compute_threads() == 1;
 
   // A reduction over rows. Threads split the rows (as every other pass over dy and x does,
   // streaming whole rows) into a fixed number of groups that depends only on the row count;
