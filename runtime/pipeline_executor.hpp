@@ -26,6 +26,9 @@
 // receives them into a slot laid out like the forward's; after its OptimizerStep the
 // backward rank sends the chunk's parameters back, and the forward rank's last instruction,
 // RecvParams, receives them in place (never posted early: the forwards read those tensors).
+//
+// The members are defined in three files: pipeline_executor.cpp (setup, compute, the step),
+// pipeline_executor_slots.cpp (slots, stashes, offload) and pipeline_executor_comm.cpp (MPI).
 #pragma once
 
 #include <mpi.h>
