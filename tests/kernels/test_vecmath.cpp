@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kernels/vecmath.hpp"
+#include "kernels/vecmath_avx2.hpp"
 #include "kernels/vecmath_avx512.hpp"
 
 namespace spw {
@@ -41,6 +42,42 @@ TEST(VecMath, VectorisedLoopGivesTheScalarResults) {
     EXPECT_EQ(y[i], vecmath::exp(x[i]) + vecmath::erf(x[i])) << "at " << x[i];
   }
 }
+
+#if defined(__AVX2__) && defined(__FMA__)
+TEST(VecMath, Exp2_8MatchesLibmAndZeroesBelowTheNormalRange) {
+  double worst = 0;
+  alignas(32) float x[8];
+  alignas(32) float y[8];
+  for (double base = -125.9; base <= 127.4; base += 8 * 0.00731) {
+    for (int i = 0; i < 8; ++i) x[i] = static_cast<float>(base + 0.00731 * i);
+    _mm256_store_ps(y, vecmath::exp2_8(_mm256_load_ps(x)));
+    for (int i = 0; i < 8; ++i) {
+      const double want = std::exp2(static_cast<double>(x[i]));
+      if (x[i] >= 127.5f) continue;  // +inf from there: checked below
+      worst = std::max(worst, std::abs(y[i] - want) / want);
+    }
+  }
+  EXPECT_LT(worst, 3e-7) << "worst relative error " << worst;
+  const float limits[16] = {-200.0f, -126.5f, -126.0f, 0.0f,    1.0f, -1.0f,  -INFINITY, -1e30f,
+                            0.5f,    -0.5f,   127.0f,  127.5f,  1e30f, INFINITY, NAN,     -0.0f};
+  for (int half = 0; half < 2; ++half) {
+    _mm256_storeu_ps(y, vecmath::exp2_8(_mm256_loadu_ps(limits + 8 * half)));
+    for (int i = 0; i < 8; ++i) {
+      const float in = limits[8 * half + i];
+      SCOPED_TRACE(in);
+      if (std::isnan(in) || in < -126.0f) {
+        EXPECT_EQ(y[i], 0.0f);
+      } else if (in >= 127.5f) {
+        EXPECT_EQ(y[i], INFINITY);
+      } else {
+        const double want = std::exp2(static_cast<double>(in));
+        EXPECT_NEAR(y[i], want, 3e-7 * want);
+      }
+    }
+    EXPECT_EQ(y[half == 0 ? 3 : 7], 1.0f);  // 2^0, 2^-0
+  }
+}
+#endif
 
 #if defined(__AVX512F__)
 TEST(VecMath, Exp2_16MatchesLibmAndZeroesBelowTheNormalRange) {
