@@ -23,9 +23,9 @@ namespace {
 
 constexpr std::int64_t kVector = 8;       // floats in one AVX2 register
 constexpr std::int64_t kLineFloats = 16;  // floats in a cache line, the prefetch step
-// Query rows per softmax block of the backward: blocks stop their scores at their last row, so
-// the masked flops are half a 16 x 16 square per block. Must be a multiple of kTileRows (the
-// dK and dV tiles rely on it, see tiled_backward_pair).
+// Query rows per softmax block of the backward, a multiple of kTileRows. Each tile of a block
+// stops its scores at the vector holding its last row's key, so the masked flops are at most
+// a 4 x 8 rectangle per tile whatever the block's size.
 constexpr std::int64_t kRowBlock = 16;
 // Rows of a micro-tile. 4 rows of up to 3 vectors (4 x 24) keep 12 accumulators, 3 B vectors
 // and a broadcast in the 16 registers and issue 12 FMAs per 7 loads; Zen 3 loads 2-3 per
@@ -99,7 +99,14 @@ inline void tile(std::int64_t k, float alpha, const float* row_scale, const floa
   for (std::int64_t p = 0; p < k; ++p) {
     __m256 bv[NV];
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) bv[v] = _mm256_loadu_ps(b + p * ldb + kVector * v);
+    for (int v = 0; v < NV; ++v) {
+      __m256 loaded = _mm256_loadu_ps(b + p * ldb + kVector * v);
+      // Pinned in a register: GCC otherwise folds the load into every row's FMA, which makes
+      // 12 loads per 8 FMAs in a 4 x 16 tile, at the limit of Zen 3's 3 loads per cycle.
+      // (Through a scalar: on the array element GCC stored it to the stack every step.)
+      __asm__("" : "+x"(loaded));
+      bv[v] = loaded;
+    }
     const float* ap = a + p * cs_a;
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
@@ -165,34 +172,51 @@ inline void across_columns(std::int64_t n, TileAt&& tile_at) {
   if (j < n) tile_at(j, Vectors<1>{});
 }
 
+// Which keys a causal mask lets a product skip when A's rows are the queries first_row..:
+// keys run over k (B's rows) or over the columns of C (B's columns, as in Q·Kᵀ).
+enum class Causal { none, keys_in_k, keys_in_columns };
+
+// The keys a tile of kTileRows queries from `first_query` on attends: up to its last row's,
+// rounded up to whole vectors when the keys are columns.
+inline std::int64_t tile_keys(std::int64_t first_query) { return first_query + kTileRows; }
+inline std::int64_t tile_key_columns(std::int64_t first_query) {
+  return (tile_keys(first_query) + kVector - 1) / kVector * kVector;
+}
+
 // C[m × n] = alpha · A · B (or row i scaled by row_scale[i]) for m a multiple of 4 and n of
-// 8; rows of C from `rows` on are not written (A must still be readable there).
-// With first_row >= 0, A's rows are the queries first_row.. and k runs over keys, which a
-// causal row attends only up to itself: each tile of 4 rows stops its k loop after its last
-// row's key.
+// 8; rows of C from `rows` on are not written (A must still be readable there). A causal
+// product stops each tile of 4 rows after its last row's key (Causal): over k that skips half
+// the products of the diagonal's tiles; over columns, the columns past the diagonal's vector
+// are not written at all.
 void product(std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
              std::int64_t rs_a, std::int64_t cs_a, const float* b, std::int64_t ldb, float* c,
              std::int64_t ldc, std::int64_t rows, const float* row_scale = nullptr,
-             std::int64_t first_row = -1) {
+             Causal causal = Causal::none, std::int64_t first_row = 0) {
   for (std::int64_t i = 0; i < m && i < rows; i += kTileRows) {
     const float* ai = a + i * rs_a;
     const float* si = row_scale != nullptr ? row_scale + i : nullptr;
     float* ci = c + i * ldc;
     const std::int64_t valid = std::min(kTileRows, rows - i);
-    const std::int64_t ki = first_row >= 0 ? std::min(k, first_row + i + kTileRows) : k;
-    across_columns(n, [&](std::int64_t j, auto vectors) {
+    const std::int64_t ki =
+        causal == Causal::keys_in_k ? std::min(k, tile_keys(first_row + i)) : k;
+    const std::int64_t ni =
+        causal == Causal::keys_in_columns ? std::min(n, tile_key_columns(first_row + i)) : n;
+    across_columns(ni, [&](std::int64_t j, auto vectors) {
       tile<kTileRows, decltype(vectors)::value>(ki, alpha, si, ai, rs_a, cs_a, b + j, ldb,
                                                 ci + j, ldc, valid);
     });
   }
 }
 
-// dP = dO·Vᵀ over m rows (a multiple of 4) and n columns (of 8), k = hd, finished as P and
-// dS by the tiles (SoftmaxGrad) for all m rows.
+// dP = dO·Vᵀ over m rows (a multiple of 4) and the keys 0..n (n a multiple of 8), k = hd,
+// finished as P and dS by the tiles (SoftmaxGrad) for all m rows. Like a causal product over
+// columns, each tile of rows stops at the vector holding its last row's key: P and dS are
+// written, zeros past the diagonal included, up to that vector and not beyond.
 void product_grad(std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
                   std::int64_t lda, const float* b, std::int64_t ldb, const SoftmaxGrad& grad) {
   for (std::int64_t i = 0; i < m; i += kTileRows) {
-    across_columns(n, [&](std::int64_t j, auto vectors) {
+    const std::int64_t ni = std::min(n, tile_key_columns(grad.first_query + i));
+    across_columns(ni, [&](std::int64_t j, auto vectors) {
       SoftmaxGrad t = grad;
       t.p += i * grad.ld + j;
       t.g += i * grad.ld + j;
@@ -382,7 +406,7 @@ void tiled_forward_pair(const PairView& pair, float* y, float* lse, float* scrat
     }
     // O = Pᵀᵀ·V, each row scaled by its 1/sum: P stays unnormalised, which saves a pass.
     product(kQueryBlock, hd, i0 + kQueryBlock, 1.0f, st, 1, kQueryBlock, v, hd,
-            y + i0 * pair.ld_out, pair.ld_out, seq - i0, inv_sums, i0);
+            y + i0 * pair.ld_out, pair.ld_out, seq - i0, inv_sums, Causal::keys_in_k, i0);
   }
 }
 
@@ -417,18 +441,20 @@ void tiled_backward_pair(const PairView& pair, const float* dy, const float* y,
       shifts[r] = i0 + r < seq ? lse[i0 + r] * kLog2e : 0.0f;
     }
     prefetcher.step();
-    product(kRowBlock, i1, hd, scale * kLog2e, q + i0 * hd, hd, 1, kt, rows, p, ld_s, kRowBlock);
+    product(kRowBlock, i1, hd, scale * kLog2e, q + i0 * hd, hd, 1, kt, rows, p, ld_s, kRowBlock,
+            nullptr, Causal::keys_in_columns, i0);
     prefetcher.step();
     product_grad(kRowBlock, i1, hd, d_out + i0 * hd, hd, vt, rows,
                  SoftmaxGrad{p, g, ld_s, shifts, delta + i0, i0, 0, seq});
     prefetcher.step();
     product(kRowBlock, hd, std::min(i1, seq), scale, g, ld_s, 1, k_rows, hd,
-            dq + i0 * pair.ld_qkv, pair.ld_qkv, seq - i0, nullptr, i0);
+            dq + i0 * pair.ld_qkv, pair.ld_qkv, seq - i0, nullptr, Causal::keys_in_k, i0);
     prefetcher.step();
   }
   // Tiles of 4 keys: key j is attended by queries j..seq-1 only, and every such row of P and
-  // dS holds zeros (not stale data) from its diagonal to its block's end, which lies at or
-  // past the tile's last key because blocks are 16 rows and tiles start at multiples of 4.
+  // dS holds zeros (not stale data) from its diagonal to the end of the vector holding its
+  // 4-row tile's last key, which lies at or past this tile's last key because both tiles start
+  // at multiples of 4.
   for (std::int64_t j0 = 0; j0 < seq; j0 += kTileRows) {
     const std::int64_t k = seq - j0;
     prefetcher.step();
