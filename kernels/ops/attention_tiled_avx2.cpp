@@ -425,9 +425,9 @@ void tiled_backward_pair(const PairView& pair, const float* dy, const float* y,
   float* delta = grads + rows * ld_s;
   float* k_rows = delta + rows;  // dS·K reads K by rows; packed for the same reason as V
   copy_rows(pair.q, pair.ld_qkv, seq, hd, q, rows);
-  copy_transposed(pair.k, pair.ld_qkv, seq, hd, kt, rows);
-  copy_rows(dy, pair.ld_out, seq, hd, d_out, rows);
   copy_rows(pair.k, pair.ld_qkv, seq, hd, k_rows, rows);
+  copy_transposed(k_rows, hd, seq, hd, kt, rows);  // from the packed copy: K is gathered once
+  copy_rows(dy, pair.ld_out, seq, hd, d_out, rows);
   copy_transposed(pair.v, pair.ld_qkv, seq, hd, vt, rows);
   row_deltas(d_out, y, pair.ld_out, seq, hd, delta);
 
