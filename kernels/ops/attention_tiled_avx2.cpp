@@ -272,11 +272,15 @@ void copy_transposed(const float* src, std::int64_t ld, std::int64_t seq, std::i
         r[i] = i < rows ? _mm256_loadu_ps(src + (j0 + i) * ld + c0) : _mm256_setzero_ps();
       }
       transpose8_in_registers(r);
-      for (std::int64_t c = 0; c < kVector; ++c) _mm256_storeu_ps(dst + (c0 + c) * cols + j0, r[c]);
+      for (std::int64_t c = 0; c < kVector; ++c) {
+        _mm256_storeu_ps(dst + (c0 + c) * cols + j0, r[c]);
+      }
     }
   }
   const std::int64_t written = (seq + kVector - 1) / kVector * kVector;
-  for (std::int64_t c = 0; c < hd; ++c) std::fill(dst + c * cols + written, dst + (c + 1) * cols, 0.0f);
+  for (std::int64_t c = 0; c < hd; ++c) {
+    std::fill(dst + c * cols + written, dst + (c + 1) * cols, 0.0f);
+  }
 }
 
 // delta[i] = dot(dO_i, O_i) for every row, in one prefetched pass over O.
@@ -306,10 +310,12 @@ class Prefetcher {
     for (; done_ < end; ++done_) {
       const std::int64_t m = done_ / seq_;
       const float* row = next_->rows[m] + (done_ - m * seq_) * next_->ld[m];
-      if (next_->written[m]) {
-        for (std::int64_t c = 0; c < hd_; c += kLineFloats) __builtin_prefetch(row + c, 1, kLocality);
-      } else {
-        for (std::int64_t c = 0; c < hd_; c += kLineFloats) __builtin_prefetch(row + c, 0, kLocality);
+      for (std::int64_t c = 0; c < hd_; c += kLineFloats) {
+        if (next_->written[m]) {
+          __builtin_prefetch(row + c, 1, kLocality);
+        } else {
+          __builtin_prefetch(row + c, 0, kLocality);
+        }
       }
     }
   }
