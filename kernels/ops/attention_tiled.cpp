@@ -456,7 +456,9 @@ void tiled_backward_pair(const PairView& pair, const float* dy, const float* y,
   }
 }
 
-#else  // no AVX-512: attention.cpp keeps to its BLIS implementation
+#elif !(defined(__AVX2__) && defined(__FMA__))
+// Neither AVX-512 nor AVX2 with FMA (which attention_tiled_avx2.cpp serves): attention.cpp
+// keeps to its BLIS implementation.
 
 bool tiled_attention_fits(std::int64_t) { return false; }
 std::size_t tiled_forward_scratch(std::int64_t, std::int64_t) { return 0; }

@@ -1,8 +1,9 @@
 // Causal attention of one (batch, head) pair on register tiles instead of BLIS calls. At GPT
 // head widths (hd 32-64, seq 128-256) a pair is a few dozen sgemm calls of 16-32 rows, and
 // BLIS's per-call packing and setup took most of their time: attention ran at ~20 GFLOP/s per
-// core against sgemm's ~100. Here every product is an AVX-512 micro-kernel over operands
-// copied once per pair into padded, transposed scratch.
+// core against sgemm's ~100. Here every product is an AVX-512 (attention_tiled.cpp) or AVX2
+// (attention_tiled_avx2.cpp) micro-kernel over operands copied once per pair into padded,
+// transposed scratch.
 #pragma once
 
 #include <cstddef>
@@ -10,8 +11,9 @@
 
 namespace spw::ops::attention_detail {
 
-// Whether this build has the tiled kernels and they cover a head width: AVX-512 and hd a
-// multiple of 16 (one vector register). Any sequence length is fine.
+// Whether this build has the tiled kernels and they cover a head width: hd a multiple of one
+// vector register, 16 with AVX-512 (attention_tiled.cpp), 8 with AVX2 and FMA but no AVX-512
+// (attention_tiled_avx2.cpp). Any sequence length is fine.
 bool tiled_attention_fits(std::int64_t head_dim);
 
 // Floats of scratch one thread needs for a pair.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/ops/attention.hpp"
+#include "kernels/ops/attention_tiled.hpp"
 #include "kernels/reference/attention.hpp"
 #include "op_test_support.hpp"
 
@@ -22,6 +23,7 @@ using testing::zeros;
 
 struct Case {
   std::int64_t batch, seq, heads, head_dim;
+  double amplitude = 2.0;  // qkv values in [-amplitude, amplitude)
   std::int64_t d() const { return heads * head_dim; }
   std::int64_t rows() const { return batch * seq; }
   std::string name() const {
@@ -74,7 +76,8 @@ TEST_P(AttentionMatchesReference, ForwardAndBackward) {
   SCOPED_TRACE(c.name());
   // Round the inputs to float first, so the double reference sees exactly what the op sees.
   const auto qkv_values = testing::cast_vector<double>(testing::cast_vector<float>(
-      random_vector(static_cast<std::size_t>(c.rows() * 3 * c.d()), 11, -2.0, 2.0)));
+      random_vector(static_cast<std::size_t>(c.rows() * 3 * c.d()), 11, -c.amplitude,
+                    c.amplitude)));
   const auto dy_values = testing::cast_vector<double>(testing::cast_vector<float>(
       random_vector(static_cast<std::size_t>(c.rows() * c.d()), 12)));
   const Tensor qkv = tensor_from({c.rows(), 3 * c.d()}, qkv_values);
@@ -109,6 +112,23 @@ std::vector<Case> gpt_cases() {
   return {{2, 128, 4, 32}, {1, 64, 2, 48}, {1, 256, 2, 64}, {3, 24, 2, 32}};
 }
 
+// Edges of the AVX2 tiles (attention_tiled_avx2.cpp) that AVX-512 builds do not have: head
+// widths of 1 to 12 vectors of 8 split into tiles of 3, 2 and 1 vectors (hd 8: 1, 24: 3,
+// 40: 3 + 2, 56: 3 + 2 + 2, 96: 3 + 3 + 3 + 3), and sequences around the 4-row tiles, the
+// 8-lane vectors and the 16-row blocks (1-5, 9, 12, 17, 20, 23, 31, 47, 65, 100).
+std::vector<Case> avx2_tile_cases() {
+  return {{1, 1, 1, 8},   {2, 3, 2, 24},   {1, 4, 1, 40},  {3, 9, 2, 8},
+          {1, 12, 3, 56}, {2, 17, 1, 24},  {1, 20, 2, 40}, {2, 31, 2, 32},
+          {1, 65, 2, 56}, {1, 100, 1, 24}, {2, 47, 2, 64}, {1, 23, 1, 96},
+          {2, 2, 1, 16},  {1, 5, 2, 32}};
+}
+
+// Scores far apart: most probabilities underflow to 0 (exp2 of arguments below -126), each
+// row's softmax is nearly one-hot, and lse is dominated by its max.
+std::vector<Case> peaked_cases() {
+  return {{2, 37, 2, 24, 6.0}, {1, 64, 2, 32, 6.0}, {1, 130, 1, 64, 4.0}};
+}
+
 std::string case_name(const ::testing::TestParamInfo<Case>& param_info) {
   const Case& c = param_info.param;
   // Appended piece by piece: GCC 12 warns falsely (-Wrestrict) on "b" + std::to_string(...).
@@ -129,10 +149,33 @@ INSTANTIATE_TEST_SUITE_P(GptShapes, AttentionMatchesReference, ::testing::Values
 INSTANTIATE_TEST_SUITE_P(OddSizes, AttentionMatchesReference, ::testing::ValuesIn(odd_cases()),
                          case_name);
 
+INSTANTIATE_TEST_SUITE_P(Avx2TileEdges, AttentionMatchesReference,
+                         ::testing::ValuesIn(avx2_tile_cases()), case_name);
+
+INSTANTIATE_TEST_SUITE_P(PeakedSoftmax, AttentionMatchesReference,
+                         ::testing::ValuesIn(peaked_cases()), case_name);
+
+// The cases above test the register tiles only where the build has them: this says which.
+TEST(Attention, TiledKernelsServeWholeVectorHeadWidths) {
+  using ops::attention_detail::tiled_attention_fits;
+#if defined(__AVX512F__)
+  for (std::int64_t hd : {16, 32, 48, 64, 128}) EXPECT_TRUE(tiled_attention_fits(hd)) << hd;
+  for (std::int64_t hd : {1, 5, 8, 24, 40}) EXPECT_FALSE(tiled_attention_fits(hd)) << hd;
+#elif defined(__AVX2__) && defined(__FMA__)
+  for (std::int64_t hd : {8, 16, 24, 32, 40, 56, 64, 96, 128}) {
+    EXPECT_TRUE(tiled_attention_fits(hd)) << hd;
+  }
+  for (std::int64_t hd : {1, 4, 5, 12, 33}) EXPECT_FALSE(tiled_attention_fits(hd)) << hd;
+#else
+  EXPECT_FALSE(tiled_attention_fits(32));
+#endif
+}
+
 TEST(Attention, LaterPositionsDoNotChangeEarlierOutputs) {
   // seq 100 spans several row blocks of the op, so positions inside t's own (diagonal) block
-  // and in later blocks are both perturbed. Head width 8 runs on BLIS, 16 on register tiles.
-  for (const Case c : {Case{2, 100, 3, 8}, Case{2, 100, 3, 16}}) {
+  // and in later blocks are both perturbed. Head width 5 runs on BLIS everywhere, 16 on
+  // register tiles with AVX-512 or AVX2, 24 on AVX2's (BLIS with AVX-512).
+  for (const Case c : {Case{2, 100, 3, 5}, Case{2, 100, 3, 16}, Case{2, 100, 2, 24}}) {
     SCOPED_TRACE(c.name());
     const std::int64_t t = 40;
     auto values = random_vector(static_cast<std::size_t>(c.rows() * 3 * c.d()), 21);
@@ -173,28 +216,34 @@ TEST(Attention, LaterPositionsDoNotChangeEarlierOutputs) {
   }
 }
 
+// Every (batch, head) pair is computed whole by one thread, so the bits must not depend on
+// how many threads share the pairs (the MPI tests rerun steps and compare bits). Cases for
+// BLIS (hd 5), tiles of both ISAs (16, 64) and AVX2's only (24), pairs that do not divide
+// evenly among the threads, and odd sequences.
 TEST(Attention, RunsAreBitIdenticalForAnyThreadCount) {
-  const Case c{3, 70, 4, 16};
-  const Tensor qkv = tensor_from({c.rows(), 3 * c.d()},
-                                 random_vector(static_cast<std::size_t>(c.rows() * 3 * c.d()), 31));
-  const Tensor dy = tensor_from({c.rows(), c.d()},
-                                random_vector(static_cast<std::size_t>(c.rows() * c.d()), 32));
   auto same = [](const Tensor& a, const Tensor& b) {
     return std::memcmp(a.data(), b.data(), a.bytes()) == 0;
   };
-  const OpResult first = run_op(c, qkv, dy);
-  const OpResult second = run_op(c, qkv, dy);
-  EXPECT_TRUE(same(first.y, second.y));
-  EXPECT_TRUE(same(first.lse, second.lse));
-  EXPECT_TRUE(same(first.dqkv, second.dqkv));
-
   const int saved = omp_get_max_threads();
-  omp_set_num_threads(1);
-  const OpResult single = run_op(c, qkv, dy);
+  for (const Case c : {Case{3, 70, 4, 16}, Case{3, 37, 5, 24}, Case{2, 129, 3, 64},
+                       Case{3, 33, 3, 5}}) {
+    SCOPED_TRACE(c.name());
+    const Tensor qkv = tensor_from(
+        {c.rows(), 3 * c.d()}, random_vector(static_cast<std::size_t>(c.rows() * 3 * c.d()), 31));
+    const Tensor dy = tensor_from({c.rows(), c.d()},
+                                  random_vector(static_cast<std::size_t>(c.rows() * c.d()), 32));
+    omp_set_num_threads(1);
+    const OpResult single = run_op(c, qkv, dy);
+    for (int threads : {1, 2, 3}) {
+      SCOPED_TRACE(std::to_string(threads) + " threads");
+      omp_set_num_threads(threads);
+      const OpResult again = run_op(c, qkv, dy);
+      EXPECT_TRUE(same(single.y, again.y));
+      EXPECT_TRUE(same(single.lse, again.lse));
+      EXPECT_TRUE(same(single.dqkv, again.dqkv));
+    }
+  }
   omp_set_num_threads(saved);
-  EXPECT_TRUE(same(first.y, single.y));
-  EXPECT_TRUE(same(first.lse, single.lse));
-  EXPECT_TRUE(same(first.dqkv, single.dqkv));
 }
 
 // The error must be `code` and its message must contain every one of `parts`.
