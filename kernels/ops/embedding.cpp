@@ -148,52 +148,31 @@ Status embedding_forward(std::span<const std::int32_t> tokens, std::int64_t batc
   const float* pos = position_table.data();
   float* yp = y.data();
 
-  // Each thread owns a range of positions (as in the backward). Which order it writes its
-  // rows in was measured on each machine, one thread, bench_kernels's shapes:
-  // - Zen 4 (AVX-512): position-major, for one position at a time that position's row of
-  //   every sequence, the position row (kChunk floats of it) read once per batch and kept in
-  //   L1. Reading a token and a position row for every output row from L2 or L3 (the output
-  //   stream evicts the tables from L2) cost about 2.5 times the stores alone at d 256 (the op
-  //   at 45-68% of memcpy's bandwidth); position-major took 20-27% off (d 256 and 1024).
-  // - Zen 3 (AVX2): row-major, each sequence's rows in order, so the stores run down
-  //   consecutive addresses: 1.3-1.7 times as fast as position-major at d 256-1024 (the best of
-  //   200 calls, alternated; likely because position-major's 16 stores a batch are seq · d
-  //   floats apart, a multiple of 128 KiB, so in the same L1 and L2 sets). Here the stores set
-  //   the pace: a plain AVX2 copy loop runs at 31-32 GB/s and vector stores of y alone at
-  //   22-25 GB/s, where memcpy (glibc's rep movsb, which writes whole lines without reading
-  //   them first) runs at 61-75 GB/s, so the op stays under half of memcpy's bandwidth;
-  //   staging rows in L1 and copying them out with rep movsb was slower still (16-21 GB/s),
-  //   non-temporal stores too (23-26 GB/s).
-#if defined(__AVX512F__)
-  constexpr bool kPositionMajor = true;
-#else
-  constexpr bool kPositionMajor = false;
-#endif
+  // Position-major: each thread owns a range of positions (as in the backward) and writes,
+  // for one position at a time, that position's row of every sequence in the batch. The
+  // position row (up to kChunk floats of it) is then read once per batch instead of once per
+  // row, and stays in L1 while the token rows stream past. Reading a token row and a position
+  // row for every output row, from L2 or L3 (the output stream evicts the tables from L2),
+  // cost about 2.5 times the output's stores alone at d 256, and the op ran at 45-68% of
+  // memcpy's bandwidth; position-major took 20-27% off (d 256 and 1024, one thread).
   constexpr std::int64_t kChunk = 256;
-  auto add_rows = [&](std::int64_t b, std::int64_t t, std::int64_t c0, std::int64_t width) {
-    const std::int64_t i = b * seq + t;
-    const float* tr = tok + static_cast<std::int64_t>(ids[i]) * d + c0;
-    const float* pr = pos + t * d + c0;
-    float* yr = yp + i * d + c0;
-#pragma omp simd
-    for (std::int64_t j = 0; j < width; ++j) yr[j] = tr[j] + pr[j];
-  };
 #pragma omp parallel num_threads(compute_threads())
   {
     const std::int64_t team = omp_get_num_threads();
     const std::int64_t thread = omp_get_thread_num();
     const std::int64_t t_begin = seq * thread / team;
     const std::int64_t t_end = seq * (thread + 1) / team;
-    if (kPositionMajor) {
-      for (std::int64_t c0 = 0; c0 < d; c0 += kChunk) {
-        const std::int64_t width = std::min(kChunk, d - c0);
-        for (std::int64_t t = t_begin; t < t_end; ++t) {
-          for (std::int64_t b = 0; b < batch; ++b) add_rows(b, t, c0, width);
+    for (std::int64_t c0 = 0; c0 < d; c0 += kChunk) {
+      const std::int64_t width = std::min(kChunk, d - c0);
+      for (std::int64_t t = t_begin; t < t_end; ++t) {
+        const float* pr = pos + t * d + c0;
+        for (std::int64_t b = 0; b < batch; ++b) {
+          const std::int64_t i = b * seq + t;
+          const float* tr = tok + static_cast<std::int64_t>(ids[i]) * d + c0;
+          float* yr = yp + i * d + c0;
+#pragma omp simd
+          for (std::int64_t j = 0; j < width; ++j) yr[j] = tr[j] + pr[j];
         }
-      }
-    } else {
-      for (std::int64_t b = 0; b < batch; ++b) {
-        for (std::int64_t t = t_begin; t < t_end; ++t) add_rows(b, t, 0, d);
       }
     }
   }
