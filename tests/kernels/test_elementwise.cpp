@@ -331,6 +331,88 @@ TEST(Elementwise, GeluForwardIsRelativelyAccurateOverTheWholeRange) {
   EXPECT_EQ(y_inf.data()[2], 0.0f);
 }
 
+// Below the smallest normal float, where the relative test above allows 1e-5 of FLT_MIN, the
+// forward keeps its relative accuracy (4e-6 at FLT_MIN's scale is 4.7e-44) and rounds once
+// into the subnormal range (vscalefps on AVX-512; on AVX2 a product by 2^(e + 64), exact, then
+// by 2^-64): measured 3.1e-44 (AVX-512, every 61st float) and 3.0e-44 (AVX2, this grid) at
+// most. Building 2^e in the exponent bits without the offset (garbage below 2^-126) fails.
+// Every 7th float of x in [-14.6, -12.9].
+TEST(Elementwise, GeluForwardRoundsSubnormalResults) {
+  std::vector<float> xs;
+  const auto bits_of = [](float v) { std::uint32_t b; std::memcpy(&b, &v, sizeof b); return b; };
+  for (std::uint32_t bits = bits_of(12.9f); bits <= bits_of(14.6f); bits += 7) {
+    float v;
+    std::memcpy(&v, &bits, sizeof v);
+    xs.push_back(-v);
+  }
+  const auto n = static_cast<std::int64_t>(xs.size());
+  const std::vector<double> xd = testing::cast_vector<double>(xs);
+  Tensor y = filled({1, n}, kNaN);
+  ASSERT_TRUE(ops::gelu_forward(tensor_from({1, n}, xd), y).ok());
+  std::vector<double> want(size(n));
+  ref::gelu_forward(xd.data(), want.data(), n);
+  double worst = 0;
+  double worst_x = 0;
+  std::int64_t subnormal = 0;
+  for (std::size_t i = 0; i < size(n); ++i) {
+    if (std::abs(want[i]) >= static_cast<double>(std::numeric_limits<float>::min())) continue;
+    ++subnormal;
+    const double err = std::abs(static_cast<double>(y.data()[i]) - want[i]);
+    if (!(err <= worst)) {
+      worst = err;
+      worst_x = xd[i];
+    }
+  }
+  EXPECT_GT(subnormal, n / 2);
+  EXPECT_LE(worst, 5e-44) << "at x = " << worst_x;
+}
+
+TEST(Elementwise, GeluAtInfinities) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const Tensor x = tensor_from({1, 9}, {inf, -inf, inf, -inf, inf, -inf, inf, -inf, -inf});
+  const Tensor dy = filled({1, 9}, 2.0f);
+  Tensor y = zeros({1, 9}), dx = zeros({1, 9});
+  ASSERT_TRUE(ops::gelu_forward(x, y).ok());
+  ASSERT_TRUE(ops::gelu_backward(dy, x, dx).ok());
+  for (int i = 0; i < 9; ++i) {
+    const bool positive = x.data()[i] > 0;
+    EXPECT_EQ(y.data()[i], positive ? std::numeric_limits<float>::infinity() : 0.0f) << i;
+    EXPECT_NEAR(dx.data()[i], positive ? 2.0 : 0.0, 1e-6) << i;
+  }
+}
+
+// Each element's result depends on its value alone: not on the thread count, nor on whether
+// it falls in a full vector, a pair of vectors or the masked tail of a block (inputs shifted
+// by 1..8 elements put every value in every lane and loop).
+TEST(Elementwise, GeluDependsOnlyOnEachValue) {
+  const std::int64_t n = 3 * 1024 + 45;
+  std::vector<double> xv = float_values(n + 8, 95, -15.0, 15.0);
+  for (std::int64_t i = 0; i < n + 8; i += 37) xv[size(i)] = -13.2 - 0.01 * static_cast<double>(i % 29);
+  const std::vector<double> dyv = float_values(n + 8, 96);
+  auto run = [&](std::int64_t shift, int threads) {
+    const std::vector<double> xs(xv.begin() + shift, xv.begin() + shift + n);
+    const std::vector<double> gs(dyv.begin() + shift, dyv.begin() + shift + n);
+    std::vector<Tensor> out = {zeros({1, n}), zeros({1, n})};
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    EXPECT_TRUE(ops::gelu_forward(tensor_from({1, n}, xs), out[0]).ok());
+    EXPECT_TRUE(ops::gelu_backward(tensor_from({1, n}, gs), tensor_from({1, n}, xs), out[1]).ok());
+    omp_set_num_threads(saved);
+    return out;
+  };
+  const std::vector<Tensor> base = run(0, 1);
+  EXPECT_TRUE(bit_identical(base[0], run(0, 2)[0]));
+  EXPECT_TRUE(bit_identical(base[1], run(0, 2)[1]));
+  for (std::int64_t shift = 1; shift <= 8; ++shift) {
+    const std::vector<Tensor> moved = run(shift, 1 + static_cast<int>(shift % 2));
+    const std::size_t bytes = size(n - shift) * sizeof(float);
+    for (int k = 0; k < 2; ++k) {
+      EXPECT_EQ(std::memcmp(base[size(k)].data() + shift, moved[size(k)].data(), bytes), 0)
+          << "output " << k << ", shift " << shift;
+    }
+  }
+}
+
 TEST(Elementwise, GeluKeepsNaN) {
   const Tensor x = tensor_from({1, 17}, std::vector<double>(17, std::nan("")));
   Tensor y = zeros({1, 17}), dx = zeros({1, 17});
