@@ -152,7 +152,9 @@ Status layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& bet
       const std::int64_t thread = omp_get_thread_num();
       const std::int64_t begin = blocks * thread / team * lnd::kBlockRows;
       const std::int64_t end = std::min(rows, blocks * (thread + 1) / team * lnd::kBlockRows);
-      if (end > begin) lnd::forward_rows(xp, g, b, d, begin, end, rows - 1, inv_d, eps, yp, mp, rp);
+      if (end > begin) {
+        lnd::forward_rows(xp, g, b, d, begin, end, rows - 1, inv_d, eps, yp, mp, rp);
+      }
     }
     return Status::success();
   }
@@ -299,6 +301,8 @@ Status layernorm_backward_weight(const Tensor& dy, const Tensor& x, const Tensor
   // thread 0.74-0.90 of the time, 2 threads 0.91-1.15 (mostly slower; two cores' requests
   // in flight already hide the latency); at d 256 and 512 the tiles took 5-7% longer on one
   // thread as well. Same bits either way.
+  // Without AVX-512 the rows go four at a time over all columns at every width and thread
+  // count (layernorm_rows_avx2.hpp: the column blocks were slower on the Zen 3).
   constexpr std::int64_t kTiledWidth = 1024;
   [[maybe_unused]] const bool tiled = d >= kTiledWidth && compute_threads() == 1;
 

@@ -98,21 +98,24 @@ struct BlockSums {
     }
   }
 
-  // shift - x: the load of x folds into the subtraction; the sum is negated back, exactly.
   void add(int r, int slot, __m256 c) {
     dev[r][slot] = _mm256_add_ps(dev[r][slot], c);
     sq[r][slot] = _mm256_fmadd_ps(c, c, sq[r][slot]);
   }
 
+  // shift - x: the load of x folds into the subtraction; the sum is negated back, exactly.
   void add_column(const Block<R>& b, int k, int slot) {
-    for (int r = 0; r < R; ++r) add(r, slot, _mm256_sub_ps(shift[r], _mm256_loadu_ps(b.x[r] + 8 * k)));
+    for (int r = 0; r < R; ++r) {
+      add(r, slot, _mm256_sub_ps(shift[r], _mm256_loadu_ps(b.x[r] + 8 * k)));
+    }
   }
 
   // The masked last vector: its lanes past the row's end must add nothing.
   void add_tail(const Block<R>& b, const Width& w) {
     const __m256 keep = _mm256_castsi256_ps(w.mask);
     for (int r = 0; r < R; ++r) {
-      add(r, w.nv % A, _mm256_and_ps(_mm256_sub_ps(shift[r], load_tail(b.x[r] + 8 * w.nv, w.mask)), keep));
+      const __m256 c = _mm256_sub_ps(shift[r], load_tail(b.x[r] + 8 * w.nv, w.mask));
+      add(r, w.nv % A, _mm256_and_ps(c, keep));
     }
   }
 
