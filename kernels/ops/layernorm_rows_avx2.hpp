@@ -379,8 +379,8 @@ inline void backward_input_rows(const float* dy, const float* x, const float* ga
     const __m256 mean_g = _mm256_set1_ps(_mm_cvtss_f32(totals) * inv_d);
     const __m256 mean_gx = _mm256_set1_ps(_mm_cvtss_f32(_mm_movehdup_ps(totals)) * inv_d);
     float* out = dx + i * d;
-    const bool has_next = i + 1 < end;
-    const RowInput next = has_next ? row_at(i + 1) : cur;
+    // The last row sums itself again, unused, rather than test for a next row in the loop.
+    const RowInput next = i + 1 < end ? row_at(i + 1) : cur;
     RowSums next_sums = zero;
     // dx may be dy (in place): row i's dy is read before its dx is written, column by column,
     // and row i + 1 is not written until the next loop.
@@ -388,8 +388,8 @@ inline void backward_input_rows(const float* dy, const float* x, const float* ga
       const __m256 gv = _mm256_loadu_ps(gamma + 8 * k);
       const __m256 v = input_gradient(_mm256_loadu_ps(cur.dy + 8 * k),
                                       _mm256_loadu_ps(cur.x + 8 * k), gv, cur, mean_g, mean_gx);
-      if (has_next) add_row(next, _mm256_loadu_ps(next.dy + 8 * k),
-                            _mm256_loadu_ps(next.x + 8 * k), gv, slot, next_sums);
+      add_row(next, _mm256_loadu_ps(next.dy + 8 * k), _mm256_loadu_ps(next.x + 8 * k), gv, slot,
+              next_sums);
       _mm256_storeu_ps(out + 8 * k, v);
     };
     int k = 0;
@@ -399,7 +399,7 @@ inline void backward_input_rows(const float* dy, const float* x, const float* ga
     }
     if (k < w.nv) column(k, 0);
     if (w.tail) {
-      if (has_next) add_row_tail(next, gamma, w, next_sums);
+      add_row_tail(next, gamma, w, next_sums);
       const __m256 v = input_gradient(load_tail(cur.dy + 8 * w.nv, w.mask),
                                       load_tail(cur.x + 8 * w.nv, w.mask),
                                       load_tail(gamma + 8 * w.nv, w.mask), cur, mean_g, mean_gx);
