@@ -11,6 +11,7 @@
 
 #include "kernels/numa_allocator.hpp"
 #include "kernels/ops/layernorm_rows.hpp"
+#include "kernels/ops/layernorm_rows_avx2.hpp"
 #include "kernels/threading.hpp"
 
 namespace spw::ops {
@@ -140,6 +141,23 @@ Status layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& bet
     }
     return Status::success();
   }
+#elif defined(__AVX2__) && defined(__FMA__)
+  {
+    // Each thread takes a contiguous range of whole blocks (layernorm_rows_avx2.hpp).
+    namespace lnd = layernorm_avx2;
+    const std::int64_t blocks = (rows + lnd::kBlockRows - 1) / lnd::kBlockRows;
+#pragma omp parallel num_threads(compute_threads())
+    {
+      const std::int64_t team = omp_get_num_threads();
+      const std::int64_t thread = omp_get_thread_num();
+      const std::int64_t begin = blocks * thread / team * lnd::kBlockRows;
+      const std::int64_t end = std::min(rows, blocks * (thread + 1) / team * lnd::kBlockRows);
+      if (end > begin) {
+        lnd::forward_rows(xp, g, b, d, begin, end, rows - 1, inv_d, eps, yp, mp, rp);
+      }
+    }
+    return Status::success();
+  }
 #endif
 #pragma omp parallel for schedule(static) num_threads(compute_threads())
   for (std::int64_t i = 0; i < rows; ++i) {
@@ -205,6 +223,19 @@ Status layernorm_backward_input(const Tensor& dy, const Tensor& x, const Tensor&
     }
     return Status::success();
   }
+#elif defined(__AVX2__) && defined(__FMA__)
+  // Each thread a contiguous range of rows, as schedule(static) would give it.
+#pragma omp parallel num_threads(compute_threads())
+  {
+    const std::int64_t team = omp_get_num_threads();
+    const std::int64_t thread = omp_get_thread_num();
+    const std::int64_t begin = rows * thread / team;
+    const std::int64_t end = rows * (thread + 1) / team;
+    if (end > begin) {
+      layernorm_avx2::backward_input_rows(dyp, xp, g, mp, rp, d, begin, end, inv_d, dxp);
+    }
+  }
+  return Status::success();
 #endif
 #pragma omp parallel for schedule(static) num_threads(compute_threads())
   for (std::int64_t i = 0; i < rows; ++i) {
@@ -270,6 +301,8 @@ Status layernorm_backward_weight(const Tensor& dy, const Tensor& x, const Tensor
   // thread 0.74-0.90 of the time, 2 threads 0.91-1.15 (mostly slower; two cores' requests
   // in flight already hide the latency); at d 256 and 512 the tiles took 5-7% longer on one
   // thread as well. Same bits either way.
+  // Without AVX-512 the rows go four at a time over all columns at every width and thread
+  // count (layernorm_rows_avx2.hpp: the column blocks were slower on the Zen 3).
   constexpr std::int64_t kTiledWidth = 1024;
   [[maybe_unused]] const bool tiled = d >= kTiledWidth && compute_threads() == 1;
 
@@ -290,6 +323,9 @@ Status layernorm_backward_weight(const Tensor& dy, const Tensor& x, const Tensor
         layernorm_detail::weight_rows(dyp, xp, mp, rp, d, begin, end, tiled, pg, pb);
         continue;
       }
+#elif defined(__AVX2__) && defined(__FMA__)
+      layernorm_avx2::weight_rows(dyp, xp, mp, rp, d, begin, end, pg, pb);
+      continue;
 #endif
       std::fill_n(pg, stride, 0.0f);
       for (std::int64_t i = begin; i < end; ++i) {

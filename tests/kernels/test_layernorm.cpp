@@ -145,6 +145,14 @@ std::vector<Case> all_cases() {
     for (std::int64_t rows : {8, 9}) cases.push_back({rows, d, 0.5});
   }
   cases.push_back({67, 1040, 0.5});
+  // Without AVX-512 the AVX2 rows take every width, in vectors of 8 and a masked last one:
+  // d 7 (a masked vector only), 8 (one whole vector), 9 and 23 (whole vectors and a tail of
+  // 1 and 7 lanes). Rows 7 and 33: groups of the weight gradient that are no multiple of its
+  // four rows at a time.
+  for (std::int64_t d : {7, 8, 9, 23}) {
+    for (std::int64_t rows : {7, 33}) cases.push_back({rows, d, 0.5});
+  }
+  cases.push_back({130, 23, -100.0});
   return cases;
 }
 
@@ -186,7 +194,7 @@ void expect_forward_accurate(const Case& c, const Inputs& in) {
 // (here 1000 spreads away, as a large activation in one feature can be) must not lose the
 // variance to cancellation. 5 rows: a whole block of four and a block of one.
 TEST(LayerNorm, StatisticsStayAccurateWhenTheFirstElementIsAnOutlier) {
-  for (const std::int64_t d : {256, 512, 1024, 67}) {
+  for (const std::int64_t d : {256, 512, 1024, 67, 5, 13}) {
     const Case c{5, d, 0.0};
     Inputs in = make_inputs(c);
     for (std::int64_t i = 0; i < c.rows; ++i) in.x[sz(i * d)] = i % 2 == 0 ? 1000.0 : -3000.0;
@@ -197,7 +205,7 @@ TEST(LayerNorm, StatisticsStayAccurateWhenTheFirstElementIsAnOutlier) {
 // Outlier first elements in some rows of a block only: those rows take the second pass, the
 // others in the same block keep their one-pass statistics.
 TEST(LayerNorm, StatisticsStayAccurateWithOutliersInSomeRowsOfABlock) {
-  for (const std::int64_t d : {256, 1024}) {
+  for (const std::int64_t d : {256, 1024, 13}) {
     const Case c{11, d, 0.0};
     Inputs in = make_inputs(c);
     for (const std::int64_t i : {1, 4, 7, 10}) in.x[sz(i * d)] = i % 2 == 0 ? 2000.0 : -500.0;
@@ -363,8 +371,11 @@ void expect_bitwise_equal(const Outputs& a, const Outputs& b) {
 // d 300 takes the generic loops, 256 and 1024 the four-row blocks (257 rows: a last block of
 // one row; 130: of two, and threads whose ranges end mid-tensor). At d 1024 one thread sums
 // the weight gradient in tiles of rows and two threads do not: the same bits all the same.
+// Without AVX-512 every width takes the AVX2 rows: d 67 and 5 end in masked vectors, and 257
+// and 130 rows split into thread ranges and weight-gradient groups that are no multiple of 4.
 TEST(LayerNorm, BitIdenticalAcrossRunsAndThreadCounts) {
-  for (const Case c : {Case{257, 300, 0.25}, Case{257, 256, 0.25}, Case{130, 1024, 0.25}}) {
+  for (const Case c : {Case{257, 300, 0.25}, Case{257, 256, 0.25}, Case{130, 1024, 0.25},
+                       Case{257, 67, 0.25}, Case{130, 5, 0.25}}) {
     SCOPED_TRACE(case_name(c));
     const Outputs a = run_all(c, 2);
     expect_bitwise_equal(a, run_all(c, 2));
@@ -403,7 +414,7 @@ TEST(LayerNorm, WeightGradientTilesMatchTheReference) {
 // it gets among the others, for row counts of every remainder mod 4.
 TEST(LayerNorm, ForwardRowsDoNotDependOnTheirBlock) {
   for (const std::int64_t rows : {4, 5, 6, 7, 12}) {
-    for (const std::int64_t d : {16, 256, 1024}) {
+    for (const std::int64_t d : {16, 256, 1024, 13}) {
       const Case c{rows, d, 0.5};
       SCOPED_TRACE(case_name(c));
       const Inputs in = make_inputs(c);
@@ -428,7 +439,8 @@ TEST(LayerNorm, ForwardRowsDoNotDependOnTheirBlock) {
 
 // In place on the four-row blocks, with a last block that repeats the last row.
 TEST(LayerNorm, InPlaceMatchesOutOfPlaceInBlocks) {
-  for (const Case c : {Case{7, 256, 0.0}, Case{6, 1024, 0.0}, Case{9, 16, 0.0}}) {
+  for (const Case c : {Case{7, 256, 0.0}, Case{6, 1024, 0.0}, Case{9, 16, 0.0},
+                       Case{9, 13, 0.0}, Case{3, 5, 0.0}}) {
     SCOPED_TRACE(case_name(c));
     const Inputs in = make_inputs(c);
     const Tensor x = tensor_from({c.rows, c.d}, in.x);
@@ -441,6 +453,64 @@ TEST(LayerNorm, InPlaceMatchesOutOfPlaceInBlocks) {
     ASSERT_TRUE(ops::layernorm_forward(xy, gamma, beta, kEps, xy, mean2, rstd2).ok());
     EXPECT_TRUE(bitwise_equal(xy, y));
     EXPECT_TRUE(bitwise_equal(mean2, mean));
+  }
+}
+
+// The masked last vector of a row must neither write past the row (into the next row, or past
+// the tensor) nor take lanes past it into a sum: outputs borrowed from a buffer with guard
+// values after them, and inputs followed by NaN, which a stray lane would carry into the
+// results.
+TEST(LayerNorm, MaskedTailsStayInsideTheirRows) {
+  constexpr float kGuard = -12345.0f;
+  constexpr std::int64_t kSlack = 16;
+  for (const std::int64_t d : {5, 13, 67}) {
+    const Case c{9, d, 0.5};
+    SCOPED_TRACE(case_name(c));
+    const Inputs in = make_inputs(c);
+    const std::int64_t n = c.rows * d;
+    auto with_nan_after = [&](const std::vector<double>& v) {
+      std::vector<float> buffer(sz(static_cast<std::int64_t>(v.size()) + kSlack),
+                                std::nanf(""));
+      for (std::size_t i = 0; i < v.size(); ++i) buffer[i] = static_cast<float>(v[i]);
+      return buffer;
+    };
+    std::vector<float> xb = with_nan_after(in.x), dyb = with_nan_after(in.dy);
+    std::vector<float> gb = with_nan_after(in.gamma), bb = with_nan_after(in.beta);
+    const Tensor x = Tensor::borrow(xb.data(), {c.rows, d});
+    const Tensor dy = Tensor::borrow(dyb.data(), {c.rows, d});
+    const Tensor gamma = Tensor::borrow(gb.data(), {d});
+    const Tensor beta = Tensor::borrow(bb.data(), {d});
+    std::vector<float> yb(sz(n + kSlack), kGuard), dxb(sz(n + kSlack), kGuard);
+    std::vector<float> dgb(sz(d + kSlack), kGuard), dbb(sz(d + kSlack), kGuard);
+    for (std::int64_t j = 0; j < d; ++j) dgb[sz(j)] = dbb[sz(j)] = 0.0f;
+    Tensor y = Tensor::borrow(yb.data(), {c.rows, d});
+    Tensor dx = Tensor::borrow(dxb.data(), {c.rows, d});
+    Tensor dgamma = Tensor::borrow(dgb.data(), {d});
+    Tensor dbeta = Tensor::borrow(dbb.data(), {d});
+    Tensor mean = zeros({c.rows}), rstd = zeros({c.rows});
+    ASSERT_TRUE(ops::layernorm_forward(x, gamma, beta, kEps, y, mean, rstd).ok());
+    ASSERT_TRUE(ops::layernorm_backward_input(dy, x, gamma, mean, rstd, dx).ok());
+    ASSERT_TRUE(ops::layernorm_backward_weight(dy, x, mean, rstd, dgamma, dbeta).ok());
+    for (std::int64_t k = 0; k < kSlack; ++k) {
+      EXPECT_EQ(yb[sz(n + k)], kGuard) << "y, " << k << " past the end";
+      EXPECT_EQ(dxb[sz(n + k)], kGuard) << "dx, " << k << " past the end";
+      EXPECT_EQ(dgb[sz(d + k)], kGuard) << "dgamma, " << k << " past the end";
+      EXPECT_EQ(dbb[sz(d + k)], kGuard) << "dbeta, " << k << " past the end";
+    }
+    std::vector<double> y_ref(sz(n)), mean_ref(sz(c.rows)), rstd_ref(sz(c.rows));
+    ref::layernorm_forward(in.x.data(), in.gamma.data(), in.beta.data(), c.rows, d,
+                           static_cast<double>(kEps), y_ref.data(), mean_ref.data(),
+                           rstd_ref.data());
+    std::vector<double> dx_ref(sz(n)), dgamma_ref(sz(d), 0.0), dbeta_ref(sz(d), 0.0);
+    ref::layernorm_backward_input(in.dy.data(), in.x.data(), in.gamma.data(), mean_ref.data(),
+                                  rstd_ref.data(), c.rows, d, dx_ref.data());
+    ref::layernorm_backward_weight(in.dy.data(), in.x.data(), mean_ref.data(), rstd_ref.data(),
+                                   c.rows, d, dgamma_ref.data(), dbeta_ref.data());
+    EXPECT_TRUE(close_normwise(to_double(y), y_ref, 1e-5)) << "y";
+    EXPECT_TRUE(close_normwise(to_double(rstd), rstd_ref, 1e-5)) << "rstd";
+    EXPECT_TRUE(close_normwise(to_double(dx), dx_ref, 1e-5)) << "dx";
+    EXPECT_TRUE(close_normwise(to_double(dgamma), dgamma_ref, 1e-5)) << "dgamma";
+    EXPECT_TRUE(close_normwise(to_double(dbeta), dbeta_ref, 1e-5)) << "dbeta";
   }
 }
 
