@@ -123,6 +123,9 @@ class Search {
   std::int64_t cap() const {
     return q_.memory_cap_bytes.value_or(std::numeric_limits<std::int64_t>::max());
   }
+  bool fixed_offload() const { return q_.offload.fixed.tier != OffloadTier::none; }
+  // Whether a candidate's stashes may leave the rank: the planner's choice or the job's.
+  bool may_offload() const { return q_.offload.choose || fixed_offload(); }
   Plan finish(const Candidate& best, const Evaluated& evaluated, bool exact, const char* why);
   std::string layout_reason(const Candidate& best, const Evaluated& evaluated) const;
 
@@ -352,7 +355,7 @@ void Search::add_minmax_partitions(Shape& s, int mapping, std::vector<int>& part
   };
   const std::int64_t share = cap() / v;
   // Offloading changes nothing on PipeFB's lists, which hold one stash each.
-  const int variants = q_.offload.choose && !s.split ? 2 : 1;
+  const int variants = may_offload() && !s.split ? 2 : 1;
   for (int offloadable = 0; offloadable < variants; ++offloadable) {
     const auto fits = [&](int st, int a, int z) {
       const int live = s.split ? 1 : s.facts.max_live[index((st % P) * v + st / P)];
@@ -422,7 +425,7 @@ void Search::add_candidates(int shape_index) {
   std::vector<int> fits(s.partitions.size(), -1);
   for (const auto& [p, map] : pairs) {
     if (fits[index(p)] < 0) {
-      const std::int64_t peak = memory_bound(s, s.partitions[index(p)], q_.offload.choose);
+      const std::int64_t peak = memory_bound(s, s.partitions[index(p)], may_offload());
       fits[index(p)] = peak <= cap() ? 1 : 0;
       if (!fits[index(p)] && peak < pruned_peak_) {
         pruned_peak_ = peak;
@@ -581,6 +584,13 @@ Result<Plan> Search::run() {
     const PipelineLayout l = layout(s, c.partition, c.mapping);
     SPW_ASSIGN_OR_RETURN(Evaluated e, evaluate(s, l, c.bound));
     closed_form = closed_form || !s.generated;
+    if (fixed_offload() && s.generated) {
+      PipelineLayout tried = l;
+      tried.offload = q_.offload.fixed;
+      if (!check_offload(tried).ok()) continue;  // peer without a partner in this layout
+      const Evaluated plain = e;
+      SPW_ASSIGN_OR_RETURN(e, simulate_offload(s, l, q_.offload.fixed, plain));
+    }
     consider_smallest(c, e);
     if (e.peak > cap()) {
       // Offload is modelled on simulated shapes only, and cannot beat the time without it.
@@ -667,6 +677,9 @@ Result<Plan> Search::run() {
                    "; use more ranks, smaller microbatches (a larger max_microbatches or global "
                    "batch), a larger cap" +
                    (q_.offload.choose ? " (offloading stashes was tried)"
+                    : fixed_offload()  ? " (with the job's offload policy, " +
+                                            offload_text(q_.offload.fixed) +
+                                            "; offload.tier = \"auto\" lets the planner choose)"
                                       : ", or offload activation stashes"));
 }
 
@@ -747,7 +760,8 @@ Plan Search::finish(const Candidate& c, const Evaluated& e, bool exact, const ch
                   "%.6g s of it exposed",
                   offload_tier_name(plan.offload.tier), plan.offload.keep, plan.offload.lookahead,
                   plan.offload_transfer_s, std::max(0.0, plan.offload_exposed_s));
-    offload = std::string(text) + " (without offload the peak is over the cap)\n";
+    offload = std::string(text) +
+              (fixed_offload() ? " (the job's policy)\n" : " (without offload the peak is over the cap)\n");
   } else if (q_.offload.choose) {
     offload = "offload: none, every rank fits without it\n";
   }
@@ -811,6 +825,22 @@ Result<Plan> make_plan(const PlanRequest& request) {
                  "forbids; drop it from the schedules or ask for layout automatic or pipefb");
   }
   const OffloadSearch& offload = request.offload;
+  const OffloadChoice& fixed = offload.fixed;
+  if (fixed.tier != OffloadTier::none) {
+    if (offload.choose)
+      return bad("planner: offload.fixed and offload.choose exclude each other: either the job "
+                 "gives the policy or the planner chooses it");
+    if (fixed.tier == OffloadTier::host)
+      return bad("planner: the host offload tier is not modelled (the rank topology does not "
+                 "say whether a rank has a second memory node): fix file or peer");
+    if (fixed.keep < 0 || fixed.lookahead < 0)
+      return bad("planner: offload.fixed keep = " + std::to_string(fixed.keep) +
+                 " and lookahead = " + std::to_string(fixed.lookahead) + " must be >= 0");
+  }
+  if (fixed.tier == OffloadTier::file) {
+    const Status bandwidth = check_offload_bandwidth(offload.bandwidth);
+    if (!bandwidth.ok()) return bandwidth.with_context("planner");
+  }
   if (offload.choose) {
     if (offload.tiers.empty())
       return bad("planner: offload.choose needs at least one tier to choose from (file, peer)");

@@ -62,6 +62,11 @@ struct OffloadSearch {
   bool choose = false;
   std::vector<OffloadTier> tiers = {OffloadTier::file, OffloadTier::peer};  // no host yet
   OffloadBandwidth bandwidth;  // the file tier's storage bandwidth
+  // The job's own policy (offload.tier = "file" or "peer" with its keep and lookahead): every
+  // simulated candidate is priced with it, needed or not, since the run will offload so;
+  // shapes too large to simulate keep their plain bound. Tier none: no fixed policy. Not
+  // together with choose.
+  OffloadChoice fixed;
 };
 
 struct PlanRequest {

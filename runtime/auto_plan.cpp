@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <vector>
 
+#include "offload/file_rate.hpp"
 #include "partition/plan_memory_hint.hpp"
 #include "runtime/json_file.hpp"
 #include "runtime/mpi_support.hpp"
@@ -49,13 +51,54 @@ AutoPlan plan_from_record(const nlohmann::json& record) {
   return plan;
 }
 
+// What the file tier's rate is measured with: stash-sized writes (a gpt-s stage's stash is
+// 4-13 MiB), three of them for a median, under a second at 100 MB/s.
+constexpr std::size_t kFileProbeBytes = std::size_t{16} << 20;
+constexpr int kFileProbeRepeats = 3;
+
+bool may_use_file_tier(OffloadTier tier) {
+  return tier == OffloadTier::file || tier == OffloadTier::automatic;
+}
+
+}  // namespace
+
+Result<FileTierRate> measure_file_tier_rate(const OffloadConfig& offload, MPI_Comm comm) {
+  FileTierRate out;
+  if (!may_use_file_tier(offload.tier)) return out;
+  SPW_TRY(mpi_check(MPI_Barrier(comm), "starting the file tier's rate probe"));
+  Result<offload::FileRate> mine =
+      offload::measure_file_rate(offload.dir, kFileProbeBytes, kFileProbeRepeats);
+  SPW_TRY(agree_on_status(comm, mine.status()));
+  int size = 1;
+  SPW_TRY(mpi_check(MPI_Comm_size(comm, &size), "reading the job's size"));
+  std::vector<double> rates(static_cast<std::size_t>(size));
+  SPW_TRY(mpi_check(MPI_Allgather(&mine->bytes_per_s, 1, MPI_DOUBLE, rates.data(), 1, MPI_DOUBLE,
+                                  comm),
+                    "sharing the file tier's rates"));
+  std::sort(rates.begin(), rates.end());
+  const double median = rates[(rates.size() - 1) / 2];  // of an even count, the slower middle
+  out.bandwidth.file_bytes_per_s = median;
+  char text[320];
+  std::snprintf(text, sizeof text,
+                "%.0f MB/s each way (round trip, median of %d rank(s) writing at once, %s; "
+                "here: store %.0f MB/s, load %.0f MB/s), %d x %zu MiB in %s",
+                median / 1e6, size, mine->direct_io ? "O_DIRECT" : "through the page cache",
+                mine->store_bytes_per_s / 1e6, mine->load_bytes_per_s / 1e6, kFileProbeRepeats,
+                kFileProbeBytes >> 20, mine->directory.c_str());
+  out.source = text;
+  return out;
+}
+
+namespace {
+
 // Rank 0's part: keep the profile, plan (or predict `requested`), keep the plan.
 Result<nlohmann::json> plan_on_rank_zero(const TrainSettings& settings,
                                          const sched::ModelProfile& profile,
                                          const sched::RankTopology& topology,
                                          const std::string& output_dir,
                                          const PipelineLayout* requested,
-                                         const OffloadConfig& requested_offload) {
+                                         const OffloadConfig& requested_offload,
+                                         const FileTierRate& file_rate) {
   if (!output_dir.empty()) SPW_TRY(sched::write_profile(output_dir + "/profile.json", profile));
   PlanSources sources;
   sources.how = requested ? "the job's own layout, predicted" : "searched by the planner";
@@ -66,12 +109,15 @@ Result<nlohmann::json> plan_on_rank_zero(const TrainSettings& settings,
                   (output_dir.empty() ? std::string()
                                       : ", cached in " + output_dir + "/topology-" +
                                             std::to_string(topology.ranks) + "-*.json");
+  sources.file_bytes_per_s = file_rate.bandwidth.file_bytes_per_s;
+  sources.file_rate = file_rate.source;
   sched::Plan plan;
   if (requested) {
     SPW_ASSIGN_OR_RETURN(plan, predict_layout(settings, profile, topology, *requested,
-                                              requested_offload));
+                                              requested_offload, file_rate.bandwidth));
   } else {
-    SPW_ASSIGN_OR_RETURN(plan, sched::make_plan(plan_request(settings, profile, topology)));
+    SPW_ASSIGN_OR_RETURN(plan, sched::make_plan(plan_request(settings, profile, topology,
+                                                             file_rate.bandwidth)));
   }
   nlohmann::json record = plan_record(plan, profile, topology, sources);
   if (!output_dir.empty()) SPW_TRY(write_json_atomically(output_dir + "/plan.json", record));
@@ -95,12 +141,15 @@ Result<AutoPlan> measure_and_plan(const TrainSettings& settings, MPI_Comm comm,
   ProfileOptions options;
   options.microbatch_samples = job_microbatch_samples(settings);
   SPW_ASSIGN_OR_RETURN(sched::ModelProfile profile, profile_on_all_ranks(settings, options, comm));
+  SPW_ASSIGN_OR_RETURN(FileTierRate file_rate,
+                       measure_file_tier_rate(requested ? requested_offload : settings.offload,
+                                              comm));
 
   std::string text;
   Status planned = Status::success();
   if (rank == 0) {
     auto record = plan_on_rank_zero(settings, profile, topology, output_dir, requested,
-                                    requested_offload);
+                                    requested_offload, file_rate);
     planned = record.status();
     if (record.ok()) text = record->dump();
   }
@@ -119,7 +168,8 @@ std::int64_t job_microbatch_samples(const TrainSettings& settings) {
 }
 
 sched::PlanRequest plan_request(const TrainSettings& settings, sched::ModelProfile profile,
-                                sched::RankTopology topology) {
+                                sched::RankTopology topology,
+                                const sched::OffloadBandwidth& bandwidth) {
   sched::PlanRequest request;
   request.profile = std::move(profile);
   request.topology = std::move(topology);
@@ -129,6 +179,15 @@ sched::PlanRequest plan_request(const TrainSettings& settings, sched::ModelProfi
   }
   request.layout = layout_choice(settings.layout);
   request.offload.choose = settings.plan_offload;
+  request.offload.bandwidth = bandwidth;
+  // The job's own tier is how the run will offload, so every plan is priced with it. The
+  // host tier is not modelled: such a job is planned as if it kept its stashes.
+  const OffloadConfig& o = settings.offload;
+  if (o.tier == OffloadTier::file || o.tier == OffloadTier::peer) {
+    request.offload.fixed = {o.tier == OffloadTier::file ? sched::OffloadTier::file
+                                                         : sched::OffloadTier::peer,
+                             o.keep, o.lookahead};
+  }
   return request;
 }
 
@@ -136,7 +195,8 @@ Result<sched::Plan> predict_layout(const TrainSettings& settings,
                                    const sched::ModelProfile& profile,
                                    const sched::RankTopology& topology,
                                    const PipelineLayout& layout,
-                                   const OffloadConfig& offload) {
+                                   const OffloadConfig& offload,
+                                   const sched::OffloadBandwidth& bandwidth) {
   sched::Plan plan;
   plan.schedule = layout.schedule;
   plan.pipeline_ranks = layout.pipeline_ranks;
@@ -163,7 +223,8 @@ Result<sched::Plan> predict_layout(const TrainSettings& settings,
     plan.offload.keep = offload.keep;
     plan.offload.lookahead = offload.lookahead;
   }
-  SPW_ASSIGN_OR_RETURN(sched::Prediction predicted, sched::predict(profile, topology, plan));
+  SPW_ASSIGN_OR_RETURN(sched::Prediction predicted,
+                       sched::predict(profile, topology, plan, bandwidth));
   plan.iteration_s = predicted.iteration_s;
   plan.bubble_fraction = predicted.bubble_fraction;
   plan.peak_memory_bytes = predicted.peak_memory_bytes;

@@ -4,9 +4,11 @@
 // plan. The planner chooses the stages and their block ranges, the replicas, chunks,
 // microbatches per replica and the schedule, PipeFB included unless parallel.layout =
 // "classic" (only PipeFB with "pipefb"), and with offload.tier = "auto" the offload tier,
-// keep and lookahead (file or peer; the file tier is priced at the planner's default storage
-// bandwidth, 1 GB/s); with "auto" those job keys are its to choose, and the batch, the model
-// and memory.cap are what it must respect.
+// keep and lookahead (file or peer); with "auto" those job keys are its to choose, and the
+// batch, the model and memory.cap are what it must respect. A job that fixes its tier (file
+// or peer) has every plan priced with that tier, keep and lookahead. Where the file tier may
+// be used, every rank first measures its rate in offload.dir (all at once, as they will
+// offload) and the plan prices file copies at the median.
 #pragma once
 
 #include <mpi.h>
@@ -52,9 +54,24 @@ Result<AutoPlan> predict_requested_layout(const TrainSettings& settings,
                                           const OffloadConfig& offload, MPI_Comm comm,
                                           const std::string& output_dir);
 
-// The planner's question for this job: its global batch and memory.cap.
+struct FileTierRate {
+  sched::OffloadBandwidth bandwidth;  // the planner's default where not measured
+  std::string source;                 // for the plan record; empty when not measured
+};
+
+// The file tier's storage rate for plans of a job whose offload is `offload`: nothing unless
+// its tier is file or auto. Collective over `comm`: every rank stores and loads 3 x 16 MiB in
+// offload.dir at once, as they will offload at once (the ranks of a node share its storage),
+// and all get the median of their round-trip rates. The probe's failure on any rank (a
+// missing or unwritable directory) fails every rank with its message.
+Result<FileTierRate> measure_file_tier_rate(const OffloadConfig& offload, MPI_Comm comm);
+
+// The planner's question for this job: its global batch and memory.cap, the job's offload
+// tier when it fixes one (file or peer, with its keep and lookahead), and the file tier's
+// storage rate.
 sched::PlanRequest plan_request(const TrainSettings& settings, sched::ModelProfile profile,
-                                sched::RankTopology topology);
+                                sched::RankTopology topology,
+                                const sched::OffloadBandwidth& bandwidth = {});
 
 // `layout` with the job's `offload` on the topology's ranks in order, simulated with the
 // planner's cost model and described like a plan (with the node-memory warning when
@@ -62,7 +79,8 @@ sched::PlanRequest plan_request(const TrainSettings& settings, sched::ModelProfi
 Result<sched::Plan> predict_layout(const TrainSettings& settings,
                                    const sched::ModelProfile& profile,
                                    const sched::RankTopology& topology,
-                                   const PipelineLayout& layout, const OffloadConfig& offload);
+                                   const PipelineLayout& layout, const OffloadConfig& offload,
+                                   const sched::OffloadBandwidth& bandwidth = {});
 
 // The microbatch the job's file asks for (train.batch / train.microbatches): what profiles
 // are measured with.

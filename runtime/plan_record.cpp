@@ -59,7 +59,9 @@ nlohmann::json plan_record(const sched::Plan& plan, const sched::ModelProfile& p
               {"keep", plan.offload.keep},
               {"lookahead", plan.offload.lookahead},
               {"transfer_s", plan.offload_transfer_s},
-              {"exposed_s", plan.offload_exposed_s}}}}},
+              {"exposed_s", plan.offload_exposed_s},
+              {"file_bytes_per_second", sources.file_bytes_per_s},
+              {"file_rate_source", sources.file_rate}}}}},
           {"predicted",
            {{"iteration_seconds", plan.iteration_s},
             {"bubble_fraction", plan.bubble_fraction},
@@ -114,6 +116,9 @@ std::string plan_text(const nlohmann::json& record) {
   out += record["explanation"].get<std::string>() + "\n";
   out += "profile: " + record["profile"]["source"].get<std::string>() + "\n";
   out += "links: " + record["topology"]["links"].get<std::string>() + "\n";
+  const auto& offload = record["layout"]["offload"];
+  if (offload.contains("file_rate_source") && !offload["file_rate_source"].get<std::string>().empty())
+    out += "file tier: " + offload["file_rate_source"].get<std::string>() + "\n";
   const auto& nodes = record["topology"]["nodes"];
   if (nodes.empty()) out += "nodes: no facts known (the topology gives none)\n";
   for (const auto& node : nodes) out += node["description"].get<std::string>() + "\n";

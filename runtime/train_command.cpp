@@ -48,6 +48,7 @@ Result<TrainSettings> train_settings_from(const JobConfig& job) {
   s.memory_cap = job.memory.cap;
   s.layout = job.parallel.layout;
   s.plan_offload = job.offload.tier == OffloadTier::automatic;
+  s.offload = job.offload;
   return s;
 }
 

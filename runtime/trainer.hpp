@@ -33,6 +33,9 @@ struct TrainSettings {
   // (parallel.layout) and, with offload.tier = "auto", the offload. The trainer ignores both.
   Layout layout = Layout::automatic;
   bool plan_offload = false;
+  // The job's offload section: a fixed tier (file or peer, with keep and lookahead) prices
+  // every plan, and the file tier's directory is where its rate is measured.
+  OffloadConfig offload;
 };
 
 struct StepResult {

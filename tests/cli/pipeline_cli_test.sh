@@ -97,6 +97,33 @@ check "spillway plan takes the links that run measured" \
   grep -q "^links: measured by an earlier run of 2 ranks on this node ($work/auto/topology-2-" \
   "$work/replan.txt"
 
+# An automatic plan for a job that fixes its offload: the ranks measure the file tier's rate
+# together and every candidate is priced with the job's tier, keep and lookahead.
+run2 "$work/auto-file.txt" "$work/tiny.toml" --set "output.dir=$work/auto-file" \
+  --set 'parallel.stages="auto"' --set 'offload.tier="file"' --set offload.keep=0 \
+  --set "offload.dir=$work"
+status=$?
+cat "$work/auto-file.txt"
+check "an automatic plan with the file tier runs" test $status -eq 0
+check "the plan keeps the job's offload and the file tier's measured rate" python3 - "$work/auto-file/plan.json" "$work" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+o = p["layout"]["offload"]
+ok = (o["tier"] == "file" and o["keep"] == 0 and o["lookahead"] == 1
+      and 0 < o["file_bytes_per_second"] < 1e12
+      and "median of 2 rank(s) writing at once" in o["file_rate_source"]
+      and o["file_rate_source"].endswith(" in " + sys.argv[2])
+      and "(the job's policy)" in p["explanation"])
+sys.exit(0 if ok else 1)
+PY
+run2 "$work/auto-nodir.txt" "$work/tiny.toml" --set "output.dir=$work/auto-nodir" \
+  --set 'parallel.stages="auto"' --set 'offload.tier="file"' --set "offload.dir=$work/missing"
+status=$?
+cat "$work/auto-nodir.txt"
+check "a missing offload directory fails the planned run" test $status -ne 0
+check "naming the directory while measuring the file tier" \
+  grep -q "^spillway: error: measuring the file tier's rate in $work/missing: " "$work/auto-nodir.txt"
+
 # A forced layout with --predict: measured like "auto", predicted as it stands.
 run2 "$work/predict.txt" "$work/tiny.toml" --set "output.dir=$work/predict" --predict
 status=$?

@@ -48,6 +48,21 @@ ok = (lists * R == 2 and len(stages) == P * v and covered == [0, 1, 2, 3]
 sys.exit(0 if ok else 1)
 PY
 
+plan "$work/file.txt" --ranks 2 --set 'offload.tier="file"' --set "offload.dir=$work" \
+  --output "$work/file.json"
+check "a plan for a job with the file tier exits 0" test $? -eq 0
+check "it says what the file tier was measured at" \
+  grep -q "^file tier: [0-9]* MB/s each way (round trip, median of 1 rank(s) writing at once, .*), 3 x 16 MiB in $work$" "$work/file.txt"
+check "and prices the plan with the job's offload at that rate" python3 - "$work/file.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+o = p["layout"]["offload"]
+sys.exit(0 if o["tier"] == "file" and o["keep"] == 1 and o["file_bytes_per_second"] > 0
+         and "(the job's policy)" in p["explanation"] else 1)
+PY
+check "a plan without the file tier measures none" \
+  bash -c "! grep -q '^file tier:' '$work/plan.txt'"
+
 plan "$work/forced.txt" --ranks 2 --set parallel.stages=2 --output "$work/forced.json"
 check "a forced layout is predicted as it is" \
   bash -c "grep -q '(the job.s own layout, predicted)' '$work/forced.txt' && python3 -c \"import json,sys; p=json.load(open('$work/forced.json')); sys.exit(0 if p['layout']['stages']==[[0,1],[2,3]] and p['layout']['schedule']=='1f1b' and [s['ranks'] for s in p['stages']]==[[0],[1]] else 1)\""

@@ -168,5 +168,60 @@ TEST(PlannerOffload, NothingFitsNamesTheSmallestPeakOffloadIncluded) {
   EXPECT_NE(text.find("a larger cap (offloading stashes was tried)"), std::string::npos) << text;
 }
 
+// A job that fixes its offload (offload.tier = "file" with keep and lookahead) runs every
+// plan with it, so the planner prices every candidate with it, needed for the cap or not.
+TEST(PlannerOffload, AFixedPolicyPricesEveryCandidate) {
+  PlanRequest q = four_heavy_blocks(std::int64_t{1} << 30);  // fits without offload
+  q.offload.choose = false;
+  q.offload.bandwidth.file_bytes_per_s = 1e7;  // 5 s per 50 MiB stash: copies show
+  const auto plain = make_plan(q);
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_EQ(plain->offload.tier, OffloadTier::none);
+
+  q.offload.fixed = {OffloadTier::file, 0, 1};
+  const auto fixed = make_plan(q);
+  ASSERT_TRUE(fixed.ok()) << fixed.status().message();
+  EXPECT_EQ(fixed->offload, q.offload.fixed) << fixed->explanation;
+  EXPECT_GT(fixed->offload_transfer_s, 0);
+  EXPECT_NE(fixed->explanation.find("offload: file, keep 0, lookahead 1; "), std::string::npos)
+      << fixed->explanation;
+  EXPECT_NE(fixed->explanation.find("(the job's policy)"), std::string::npos)
+      << fixed->explanation;
+  // What the plan says is what its layout with the policy simulates to...
+  const auto again = predict(q.profile, q.topology, *fixed, q.offload.bandwidth);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again->iteration_s, fixed->iteration_s);
+  EXPECT_GT(fixed->iteration_s, plain->iteration_s);
+  // ...and the layout chosen without the policy, run with it, is no faster.
+  PipelineLayout plain_with_policy = *plain;
+  plain_with_policy.offload = q.offload.fixed;
+  const auto priced = predict(q.profile, q.topology, plain_with_policy, q.offload.bandwidth);
+  ASSERT_TRUE(priced.ok()) << priced.status().message();
+  EXPECT_LE(fixed->iteration_s, priced->iteration_s);
+}
+
+TEST(PlannerOffload, AFixedPolicyIsChecked) {
+  PlanRequest q = four_heavy_blocks(std::int64_t{1} << 30);
+  q.offload.fixed = {OffloadTier::file, 1, 1};
+  EXPECT_EQ(make_plan(q).status().message(),
+            "planner: offload.fixed and offload.choose exclude each other: either the job gives "
+            "the policy or the planner chooses it");
+  q.offload.choose = false;
+  q.offload.fixed = {OffloadTier::host, 1, 1};
+  EXPECT_NE(make_plan(q).status().message().find(
+                "planner: the host offload tier is not modelled"),
+            std::string::npos);
+  q.offload.fixed = {OffloadTier::peer, -1, 1};
+  EXPECT_EQ(make_plan(q).status().message(),
+            "planner: offload.fixed keep = -1 and lookahead = 1 must be >= 0");
+  q.offload.fixed = {OffloadTier::file, 1, 1};
+  q.offload.bandwidth.file_bytes_per_s = 0;
+  EXPECT_NE(make_plan(q).status().message().find(
+                "planner: offload: the file tier's bandwidth = 0.000000 bytes/s must be a "
+                "positive finite number"),
+            std::string::npos)
+      << make_plan(q).status().message();
+}
+
 }  // namespace
 }  // namespace spw::sched
