@@ -761,6 +761,9 @@ Plan Search::finish(const Candidate& c, const Evaluated& e, bool exact, const ch
                   offload_tier_name(plan.offload.tier), plan.offload.keep, plan.offload.lookahead,
                   plan.offload_transfer_s, std::max(0.0, plan.offload_exposed_s));
     offload = std::string(text) +
+              (q_.offload.bandwidth.copies_take_compute && plan.offload_transfer_s > 0
+                   ? ", taking turns with compute (no core is spare for the copies)"
+                   : "") +
               (fixed_offload() ? " (the job's policy)\n" : " (without offload the peak is over the cap)\n");
   } else if (q_.offload.choose) {
     offload = "offload: none, every rank fits without it\n";

@@ -286,7 +286,10 @@ CostModel cost_model(const BlockSums& blocks, const RankTopology& topology,
           c.links[index(from * n + to)] =
               topology.link(l.world_rank_of(replica, from), l.world_rank_of(replica, to));
   }
-  if (!ideal) add_offload_costs(c, topology, l, replica, bandwidth);
+  if (!ideal) {
+    add_offload_costs(c, topology, l, replica, bandwidth);
+    c.copies_take_compute = bandwidth.copies_take_compute;
+  }
   return c;
 }
 

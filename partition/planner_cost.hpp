@@ -43,6 +43,9 @@ const char* offload_tier_name(OffloadTier tier);  // "none", "file", "peer", "ho
 // is a conservative figure for a node-local SSD; give a measured sequential bandwidth.
 struct OffloadBandwidth {
   double file_bytes_per_s = 1e9;
+  // The ranks' offload engines have no cores of their own, so every copy takes turns with
+  // compute (CostModel::copies_take_compute).
+  bool copies_take_compute = false;
 };
 
 // The offload pass's policy (offload_pass.hpp) on a tier; tier none ignores keep and

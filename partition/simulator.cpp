@@ -264,6 +264,7 @@ void Clock::step(int rank, const Instruction& in) {
   const double start = std::max(now, offload_[r]);
   const double end = start + (in.op == Op::offload ? sc.offload_s : sc.prefetch_s);
   offload_[r] = end;
+  if (c_.copies_take_compute) compute_[r] = end;
   if (in.op == Op::prefetch) stash_ready_[cell(in.mb, stage)] = end;
   out_.timeline[r].push_back({in, start, end, Stream::offload});
 }

@@ -14,7 +14,8 @@
 //   ReduceGrads     runs on a communication stream of its own (one reduce at a time), so
 //                   it overlaps compute; OptimizerStep waits for all of the rank's reduces;
 //   Offload/Prefetch run on an offload stream (one at a time); B and W of a prefetched
-//                   stash wait for its prefetch to end.
+//                   stash wait for its prefetch to end. With copies_take_compute they
+//                   also hold the compute stream while they run.
 // Memory per rank follows the executor (runtime/pipeline_executor.hpp) and is replayed after
 // the timeline by slot_memory.hpp: the parameters of every stage the rank serves, plus the
 // gradients, optimizer state and workspace of the stages whose backwards it runs, plus the
@@ -97,6 +98,11 @@ struct CostModel {
   std::vector<Link> links;        // ranks*ranks, links[from * ranks + to]; empty: `link` everywhere
   double optimizer_step_s = 0;
   MemoryModel memory;
+  // Every rank's offload engine shares a core with its compute threads (no core is spare),
+  // so a copy takes turns with compute instead of overlapping it: an Offload or Prefetch
+  // then holds the compute stream for its duration. Measured on the 2-core VM (quickstart
+  // job, 2 ranks x 1 thread, file tier): compute spans grew by about the copies' time.
+  bool copies_take_compute = false;
 };
 
 enum class Stream : std::uint8_t { compute, link, collective, offload };

@@ -89,6 +89,15 @@ Result<FileTierRate> measure_file_tier_rate(const OffloadConfig& offload, MPI_Co
   return out;
 }
 
+bool offload_copies_take_compute(const sched::RankTopology& topology, int threads,
+                                 const OffloadConfig& offload) {
+  if (offload.engine_pu == kEnginePuNone) return true;
+  if (topology.nodes.empty() || topology.node_of.empty()) return false;
+  const int node = topology.node_of[0];
+  const int cores = topology.nodes[static_cast<std::size_t>(node)].cores;
+  return cores > 0 && topology.ranks_on_node(node) * std::max(1, threads) >= cores;
+}
+
 namespace {
 
 // Rank 0's part: keep the profile, plan (or predict `requested`), keep the plan.
@@ -111,13 +120,17 @@ Result<nlohmann::json> plan_on_rank_zero(const TrainSettings& settings,
                                             std::to_string(topology.ranks) + "-*.json");
   sources.file_bytes_per_s = file_rate.bandwidth.file_bytes_per_s;
   sources.file_rate = file_rate.source;
+  sched::OffloadBandwidth bandwidth = file_rate.bandwidth;
+  bandwidth.copies_take_compute = offload_copies_take_compute(
+      topology, profile.threads, requested ? requested_offload : settings.offload);
+  sources.copies_take_compute = bandwidth.copies_take_compute;
   sched::Plan plan;
   if (requested) {
     SPW_ASSIGN_OR_RETURN(plan, predict_layout(settings, profile, topology, *requested,
-                                              requested_offload, file_rate.bandwidth));
+                                              requested_offload, bandwidth));
   } else {
     SPW_ASSIGN_OR_RETURN(plan, sched::make_plan(plan_request(settings, profile, topology,
-                                                             file_rate.bandwidth)));
+                                                             bandwidth)));
   }
   nlohmann::json record = plan_record(plan, profile, topology, sources);
   if (!output_dir.empty()) SPW_TRY(write_json_atomically(output_dir + "/plan.json", record));

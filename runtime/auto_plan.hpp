@@ -66,6 +66,13 @@ struct FileTierRate {
 // missing or unwritable directory) fails every rank with its message.
 Result<FileTierRate> measure_file_tier_rate(const OffloadConfig& offload, MPI_Comm comm);
 
+// Whether the ranks' offload engines will take turns with compute, as the executor places
+// them (offload/engine_placement.hpp) on rank 0's node: no core is spare once every rank
+// there has its `threads` compute threads, or the engine is left unbound (offload.engine_pu
+// = "none"). False when the node's core count is unknown.
+bool offload_copies_take_compute(const sched::RankTopology& topology, int threads,
+                                 const OffloadConfig& offload);
+
 // The planner's question for this job: its global batch and memory.cap, the job's offload
 // tier when it fixes one (file or peer, with its keep and lookahead), and the file tier's
 // storage rate.

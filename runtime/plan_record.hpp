@@ -22,6 +22,7 @@ struct PlanSources {
   // plan has no use for the file tier).
   double file_bytes_per_s = 0;
   std::string file_rate;
+  bool copies_take_compute = false;  // the offload engines share cores with compute
 };
 
 // {"how", "layout": {...}, "predicted": {iteration, bubble, peaks, ...}, "stages": [per

@@ -245,23 +245,50 @@ TEST(Collectives, ReduceOverlapsComputeAndTheStepWaitsForIt) {
   EXPECT_DOUBLE_EQ(s.busy_s[0], 7);
 }
 
-TEST(Offload, BackwardWaitsForItsPrefetchAndOffloadedStashesFreeMemory) {
+// One rank, two microbatches, the first's stash out after F0 and back after F1.
+Schedule one_offloaded_stash() {
   Schedule s = *make_gpipe({1, 2, 1, false});  // F0.0 F1.0 B0.0 W0.0 B1.0 W1.0 OPT
   auto& list = s.lists[0];
   list.insert(list.begin() + 1, Instruction::offload(0, 0));   // F0 OF0 F1
   list.insert(list.begin() + 3, Instruction::prefetch(0, 0));  // F1 PF0 B0
+  return s;
+}
+
+// Unit compute, a copy out of 1.5 and back of 1.
+CostModel offload_costs() {
   CostModel costs = unit_costs();
   costs.stages[0].stash_bytes = 10;
   costs.stages[0].offload_s = 1.5;
   costs.stages[0].prefetch_s = 1;
   costs.memory.pooled_slots = false;  // as the executor holds memory when it offloads
-  auto simulation = simulate(s, costs);
+  return costs;
+}
+
+TEST(Offload, BackwardWaitsForItsPrefetchAndOffloadedStashesFreeMemory) {
+  const Schedule s = one_offloaded_stash();
+  auto simulation = simulate(s, offload_costs());
   ASSERT_TRUE(simulation.ok()) << simulation.status().message();
   // OF0 1-2.5 on the offload stream, PF0 2.5-3.5, so B0 waits from 2 to 3.5.
   EXPECT_EQ(entry(*simulation, 0, Instruction::prefetch(0, 0)).stream, Stream::offload);
   EXPECT_DOUBLE_EQ(entry(*simulation, 0, Instruction::backward_input(0, 0)).start_s, 3.5);
   EXPECT_DOUBLE_EQ(simulation->iteration_s, 7.5);
   EXPECT_EQ(simulation->peak_memory_bytes, std::vector<std::int64_t>{20});
+}
+
+// A rank whose offload engine has no core of its own runs its copies between its
+// computations: the same list takes the sum of its compute and copy times.
+TEST(Offload, CopiesThatTakeComputeHoldTheComputeStream) {
+  CostModel costs = offload_costs();
+  costs.copies_take_compute = true;
+  auto simulation = simulate(one_offloaded_stash(), costs);
+  ASSERT_TRUE(simulation.ok()) << simulation.status().message();
+  // F0 0-1, OF0 1-2.5, F1 2.5-3.5, PF0 3.5-4.5, then B0 W0 B1 W1 a unit each.
+  EXPECT_DOUBLE_EQ(entry(*simulation, 0, Instruction::forward(1, 0)).start_s, 2.5);
+  EXPECT_DOUBLE_EQ(entry(*simulation, 0, Instruction::prefetch(0, 0)).start_s, 3.5);
+  EXPECT_EQ(entry(*simulation, 0, Instruction::prefetch(0, 0)).stream, Stream::offload);
+  EXPECT_DOUBLE_EQ(entry(*simulation, 0, Instruction::backward_input(0, 0)).start_s, 4.5);
+  EXPECT_DOUBLE_EQ(simulation->iteration_s, 2 + 2.5 + 4);
+  EXPECT_DOUBLE_EQ(simulation->busy_s[0], 6);
 }
 
 // Equal PipeFB stages: F = B + W = 2, a stash of 100 bytes, 7 of parameters and gradients,
