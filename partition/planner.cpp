@@ -764,7 +764,8 @@ Plan Search::finish(const Candidate& c, const Evaluated& e, bool exact, const ch
               (q_.offload.bandwidth.copies_take_compute && plan.offload_transfer_s > 0
                    ? ", taking turns with compute (no core is spare for the copies)"
                    : "") +
-              (fixed_offload() ? " (the job's policy)\n" : " (without offload the peak is over the cap)\n");
+              (fixed_offload() ? " (the job's policy)\n"
+                               : " (without offload the peak is over the cap)\n");
   } else if (q_.offload.choose) {
     offload = "offload: none, every rank fits without it\n";
   }

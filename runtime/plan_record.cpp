@@ -118,8 +118,8 @@ std::string plan_text(const nlohmann::json& record) {
   out += "profile: " + record["profile"]["source"].get<std::string>() + "\n";
   out += "links: " + record["topology"]["links"].get<std::string>() + "\n";
   const auto& offload = record["layout"]["offload"];
-  if (offload.contains("file_rate_source") && !offload["file_rate_source"].get<std::string>().empty())
-    out += "file tier: " + offload["file_rate_source"].get<std::string>() + "\n";
+  const std::string file_rate = offload.value("file_rate_source", std::string());
+  if (!file_rate.empty()) out += "file tier: " + file_rate + "\n";
   const auto& nodes = record["topology"]["nodes"];
   if (nodes.empty()) out += "nodes: no facts known (the topology gives none)\n";
   for (const auto& node : nodes) out += node["description"].get<std::string>() + "\n";
