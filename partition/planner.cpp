@@ -829,14 +829,17 @@ Result<Plan> make_plan(const PlanRequest& request) {
                  "forbids; drop it from the schedules or ask for layout automatic or pipefb");
   }
   const OffloadSearch& offload = request.offload;
+  const auto host_unmodelled = [](const char* instead) {
+    return bad(std::string("planner: the host offload tier is not modelled (the rank topology "
+                           "does not say whether a rank has a second memory node): ") +
+               instead);
+  };
   const OffloadChoice& fixed = offload.fixed;
   if (fixed.tier != OffloadTier::none) {
     if (offload.choose)
       return bad("planner: offload.fixed and offload.choose exclude each other: either the job "
                  "gives the policy or the planner chooses it");
-    if (fixed.tier == OffloadTier::host)
-      return bad("planner: the host offload tier is not modelled (the rank topology does not "
-                 "say whether a rank has a second memory node): fix file or peer");
+    if (fixed.tier == OffloadTier::host) return host_unmodelled("fix file or peer");
     if (fixed.keep < 0 || fixed.lookahead < 0)
       return bad("planner: offload.fixed keep = " + std::to_string(fixed.keep) +
                  " and lookahead = " + std::to_string(fixed.lookahead) + " must be >= 0");
@@ -852,9 +855,7 @@ Result<Plan> make_plan(const PlanRequest& request) {
       if (tier == OffloadTier::none)
         return bad("planner: offload tiers to choose from list 'none'; the planner chooses none "
                    "by itself when everything fits: list file and/or peer");
-      if (tier == OffloadTier::host)
-        return bad("planner: the host offload tier is not modelled (the rank topology does not "
-                   "say whether a rank has a second memory node): choose among file and peer");
+      if (tier == OffloadTier::host) return host_unmodelled("choose among file and peer");
     }
     const Status bandwidth = check_offload_bandwidth(offload.bandwidth);
     if (!bandwidth.ok()) return bandwidth.with_context("planner");

@@ -98,6 +98,15 @@ bool offload_copies_take_compute(const sched::RankTopology& topology, int thread
   return cores > 0 && topology.ranks_on_node(node) * std::max(1, threads) >= cores;
 }
 
+sched::OffloadBandwidth offload_pricing(const FileTierRate& rate,
+                                        const sched::RankTopology& topology,
+                                        const sched::ModelProfile& profile,
+                                        const OffloadConfig& offload) {
+  sched::OffloadBandwidth pricing = rate.bandwidth;
+  pricing.copies_take_compute = offload_copies_take_compute(topology, profile.threads, offload);
+  return pricing;
+}
+
 namespace {
 
 // Rank 0's part: keep the profile, plan (or predict `requested`), keep the plan.
@@ -106,7 +115,7 @@ Result<nlohmann::json> plan_on_rank_zero(const TrainSettings& settings,
                                          const sched::RankTopology& topology,
                                          const std::string& output_dir,
                                          const PipelineLayout* requested,
-                                         const OffloadConfig& requested_offload,
+                                         const OffloadConfig& offload,
                                          const FileTierRate& file_rate) {
   if (!output_dir.empty()) SPW_TRY(sched::write_profile(output_dir + "/profile.json", profile));
   PlanSources sources;
@@ -118,19 +127,15 @@ Result<nlohmann::json> plan_on_rank_zero(const TrainSettings& settings,
                   (output_dir.empty() ? std::string()
                                       : ", cached in " + output_dir + "/topology-" +
                                             std::to_string(topology.ranks) + "-*.json");
-  sources.file_bytes_per_s = file_rate.bandwidth.file_bytes_per_s;
+  sources.offload = offload_pricing(file_rate, topology, profile, offload);
   sources.file_rate = file_rate.source;
-  sched::OffloadBandwidth bandwidth = file_rate.bandwidth;
-  bandwidth.copies_take_compute = offload_copies_take_compute(
-      topology, profile.threads, requested ? requested_offload : settings.offload);
-  sources.copies_take_compute = bandwidth.copies_take_compute;
   sched::Plan plan;
   if (requested) {
-    SPW_ASSIGN_OR_RETURN(plan, predict_layout(settings, profile, topology, *requested,
-                                              requested_offload, bandwidth));
+    SPW_ASSIGN_OR_RETURN(plan, predict_layout(settings, profile, topology, *requested, offload,
+                                              sources.offload));
   } else {
     SPW_ASSIGN_OR_RETURN(plan, sched::make_plan(plan_request(settings, profile, topology,
-                                                             bandwidth)));
+                                                             sources.offload)));
   }
   nlohmann::json record = plan_record(plan, profile, topology, sources);
   if (!output_dir.empty()) SPW_TRY(write_json_atomically(output_dir + "/plan.json", record));
@@ -154,15 +159,15 @@ Result<AutoPlan> measure_and_plan(const TrainSettings& settings, MPI_Comm comm,
   ProfileOptions options;
   options.microbatch_samples = job_microbatch_samples(settings);
   SPW_ASSIGN_OR_RETURN(sched::ModelProfile profile, profile_on_all_ranks(settings, options, comm));
-  SPW_ASSIGN_OR_RETURN(FileTierRate file_rate,
-                       measure_file_tier_rate(requested ? requested_offload : settings.offload,
-                                              comm));
+  // A forced layout runs with the offload it was given; a planned one with the job's.
+  const OffloadConfig& offload = requested ? requested_offload : settings.offload;
+  SPW_ASSIGN_OR_RETURN(FileTierRate file_rate, measure_file_tier_rate(offload, comm));
 
   std::string text;
   Status planned = Status::success();
   if (rank == 0) {
-    auto record = plan_on_rank_zero(settings, profile, topology, output_dir, requested,
-                                    requested_offload, file_rate);
+    auto record =
+        plan_on_rank_zero(settings, profile, topology, output_dir, requested, offload, file_rate);
     planned = record.status();
     if (record.ok()) text = record->dump();
   }
@@ -191,7 +196,7 @@ sched::PlanRequest plan_request(const TrainSettings& settings, sched::ModelProfi
     request.memory_cap_bytes = static_cast<std::int64_t>(*settings.memory_cap);
   }
   request.layout = layout_choice(settings.layout);
-  request.offload.choose = settings.plan_offload;
+  request.offload.choose = settings.offload.tier == OffloadTier::automatic;
   request.offload.bandwidth = bandwidth;
   // The job's own tier is how the run will offload, so every plan is priced with it. The
   // host tier is not modelled: such a job is planned as if it kept its stashes.

@@ -73,6 +73,13 @@ Result<FileTierRate> measure_file_tier_rate(const OffloadConfig& offload, MPI_Co
 bool offload_copies_take_compute(const sched::RankTopology& topology, int threads,
                                  const OffloadConfig& offload);
 
+// How a plan prices copies: at `rate`, taking turns with compute where
+// offload_copies_take_compute says so for `profile`'s threads.
+sched::OffloadBandwidth offload_pricing(const FileTierRate& rate,
+                                        const sched::RankTopology& topology,
+                                        const sched::ModelProfile& profile,
+                                        const OffloadConfig& offload);
+
 // The planner's question for this job: its global batch and memory.cap, the job's offload
 // tier when it fixes one (file or peer, with its keep and lookahead), and the file tier's
 // storage rate.

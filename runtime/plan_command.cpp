@@ -122,22 +122,18 @@ Status run_plan_command(const PlanCommand& command) {
   // One process measures alone here: a node whose ranks all offload at once may give each
   // less (a run with stages = "auto" measures them together).
   SPW_ASSIGN_OR_RETURN(FileTierRate file_rate, measure_file_tier_rate(job.offload, MPI_COMM_SELF));
-  sources.file_bytes_per_s = file_rate.bandwidth.file_bytes_per_s;
+  sources.offload = offload_pricing(file_rate, topology, profile, job.offload);
   sources.file_rate = file_rate.source;
-  sched::OffloadBandwidth bandwidth = file_rate.bandwidth;
-  bandwidth.copies_take_compute =
-      offload_copies_take_compute(topology, profile.threads, job.offload);
-  sources.copies_take_compute = bandwidth.copies_take_compute;
   sched::Plan plan;
   if (job.parallel.stages.form == StagesSpec::Form::automatic) {
     sources.how = "searched by the planner";
     SPW_ASSIGN_OR_RETURN(plan, sched::make_plan(plan_request(settings, profile, topology,
-                                                             bandwidth)));
+                                                             sources.offload)));
   } else {
     sources.how = "the job's own layout, predicted";
     SPW_ASSIGN_OR_RETURN(PipelineLayout layout, requested_layout(job, command.ranks));
     SPW_ASSIGN_OR_RETURN(plan, predict_layout(settings, profile, topology, layout, job.offload,
-                                              bandwidth));
+                                              sources.offload));
   }
   const nlohmann::json record = plan_record(plan, profile, topology, sources);
   std::string path = command.output_path;

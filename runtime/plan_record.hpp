@@ -18,11 +18,10 @@ struct PlanSources {
   std::string how;      // "searched by the planner" or "the job's own layout, predicted"
   std::string profile;  // where the profile came from
   std::string links;    // where the link figures came from
-  // The file tier's storage rate the plan was priced at, and where it came from (empty: the
-  // plan has no use for the file tier).
-  double file_bytes_per_s = 0;
+  // What the plan priced copies with, and where the file tier's rate came from (empty: not
+  // measured, the planner's default stands).
+  sched::OffloadBandwidth offload;
   std::string file_rate;
-  bool copies_take_compute = false;  // the offload engines share cores with compute
 };
 
 // {"how", "layout": {...}, "predicted": {iteration, bubble, peaks, ...}, "stages": [per

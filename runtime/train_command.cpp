@@ -47,7 +47,6 @@ Result<TrainSettings> train_settings_from(const JobConfig& job) {
   s.init_from = job.train.init_from;
   s.memory_cap = job.memory.cap;
   s.layout = job.parallel.layout;
-  s.plan_offload = job.offload.tier == OffloadTier::automatic;
   s.offload = job.offload;
   return s;
 }

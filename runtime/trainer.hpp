@@ -30,11 +30,10 @@ struct TrainSettings {
   std::string resume_from;  // HDF5 checkpoint to continue exactly (parameters, optimizer, step)
   std::optional<std::size_t> memory_cap;
   // What the planner may choose when it plans (parallel.stages = "auto"): the layout kind
-  // (parallel.layout) and, with offload.tier = "auto", the offload. The trainer ignores both.
+  // (parallel.layout) and, with offload.tier = "auto", the offload; a fixed tier (file or
+  // peer, with keep and lookahead) prices every plan, and the file tier's directory is where
+  // its rate is measured. The trainer ignores both.
   Layout layout = Layout::automatic;
-  bool plan_offload = false;
-  // The job's offload section: a fixed tier (file or peer, with keep and lookahead) prices
-  // every plan, and the file tier's directory is where its rate is measured.
   OffloadConfig offload;
 };
 
