@@ -150,29 +150,28 @@ Status embedding_forward(std::span<const std::int32_t> tokens, std::int64_t batc
 
   // Position-major: each thread owns a range of positions (as in the backward) and writes,
   // for one position at a time, that position's row of every sequence in the batch. The
-  // position row (up to kChunk floats of it) is then read once per batch instead of once per
-  // row, and stays in L1 while the token rows stream past. Reading a token row and a position
-  // row for every output row, from L2 or L3 (the output stream evicts the tables from L2),
-  // cost about 2.5 times the output's stores alone at d 256, and the op ran at 45-68% of
-  // memcpy's bandwidth; position-major took 20-27% off (d 256 and 1024, one thread).
-  constexpr std::int64_t kChunk = 256;
+  // position row is then read once per batch instead of once per row, and stays in L1 while
+  // the token rows stream past. Reading a token row and a position row for every output row,
+  // from L2 or L3 (the output stream evicts the tables from L2), cost about 2.5 times the
+  // output's stores alone at d 256, and the op ran at 45-68% of memcpy's bandwidth;
+  // position-major took 20-27% off (d 256 and 1024, one thread). Whole rows, not column
+  // chunks of 256 floats: on the Zen 3 (one thread, alternated in one process) chunks ran at
+  // 40% / 30% of memcpy at d 512 / 1024 where whole rows ran at 55% / 46-53% (chunks write
+  // each output row in d / 256 pieces, a pass over the whole output apart).
 #pragma omp parallel num_threads(compute_threads())
   {
     const std::int64_t team = omp_get_num_threads();
     const std::int64_t thread = omp_get_thread_num();
     const std::int64_t t_begin = seq * thread / team;
     const std::int64_t t_end = seq * (thread + 1) / team;
-    for (std::int64_t c0 = 0; c0 < d; c0 += kChunk) {
-      const std::int64_t width = std::min(kChunk, d - c0);
-      for (std::int64_t t = t_begin; t < t_end; ++t) {
-        const float* pr = pos + t * d + c0;
-        for (std::int64_t b = 0; b < batch; ++b) {
-          const std::int64_t i = b * seq + t;
-          const float* tr = tok + static_cast<std::int64_t>(ids[i]) * d + c0;
-          float* yr = yp + i * d + c0;
+    for (std::int64_t t = t_begin; t < t_end; ++t) {
+      const float* pr = pos + t * d;
+      for (std::int64_t b = 0; b < batch; ++b) {
+        const std::int64_t i = b * seq + t;
+        const float* tr = tok + static_cast<std::int64_t>(ids[i]) * d;
+        float* yr = yp + i * d;
 #pragma omp simd
-          for (std::int64_t j = 0; j < width; ++j) yr[j] = tr[j] + pr[j];
-        }
+        for (std::int64_t j = 0; j < d; ++j) yr[j] = tr[j] + pr[j];
       }
     }
   }
