@@ -27,8 +27,15 @@ check "installs spillway.pc" test -f "$libdir/pkgconfig/spillway.pc"
 check "the installed library finds its dependencies" \
   bash -c "! ldd '$libdir/libspillway.so' | grep -q 'not found'"
 
+# A library built with sanitizers (the asan preset) needs their runtimes loaded first in
+# every program that uses it: its consumers are built with the same -fsanitize flags.
+sanitize=$(sed -n 's/^CMAKE_CXX_FLAGS:[A-Z]*=.*\(-fsanitize=[^ ]*\).*/\1/p' "$build/CMakeCache.txt")
+consumer_flags=()
+[ -z "$sanitize" ] || for lang in C CXX Fortran; do
+  consumer_flags+=("-DCMAKE_${lang}_FLAGS=$sanitize")
+done
 cmake -S "$consumer" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" \
-  > "$work/configure.txt" 2>&1
+  "${consumer_flags[@]}" > "$work/configure.txt" 2>&1
 status=$?
 check "find_package(spillway CONFIG) configures" test $status -eq 0
 [ $status -eq 0 ] || cat "$work/configure.txt"
@@ -48,7 +55,7 @@ done
 # library installed outside the loader's default path.
 flags=$(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags --libs spillway)
 check "pkg-config spillway gives flags" test -n "$flags"
-cc -std=c99 -pedantic-errors -Wall -Werror "$consumer/consumer.c" $flags \
+cc -std=c99 -pedantic-errors -Wall -Werror $sanitize "$consumer/consumer.c" $flags \
   -Wl,-rpath,"$libdir" -o "$work/consumer_pc" > "$work/pc.txt" 2>&1
 check "a C consumer builds with pkg-config" test $? -eq 0
 run2 "$work/pc_run.txt" "$work/consumer_pc"

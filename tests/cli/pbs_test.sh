@@ -47,6 +47,9 @@ pbs_job() {
 }
 
 job_env=()
+# The sanitizer build's settings (the asan preset turns leak checks off: Open MPI's own
+# allocations outlive MPI_Finalize) pass through the clean environment, as qsub -v would.
+[ -n "${ASAN_OPTIONS:-}" ] && job_env+=(ASAN_OPTIONS="$ASAN_OPTIONS")
 start=$(date +%s)
 pbs_job "$work/job.log" "$@"
 status=$?
