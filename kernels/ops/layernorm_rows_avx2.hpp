@@ -71,7 +71,10 @@ inline __m128 sum_lanes4(__m256 a, __m256 b, __m256 c, __m256 e) {
 // vector, which the loop then waits on. The AVX-512 kernel's offset between the columns the
 // two halves of the loop touch (against 4 KiB aliasing) made it no faster here (R = 2, in
 // bench_kernels: 47 / 51 / 71% with it, 62 / 56 / 72% without), so the loop reads and writes
-// the same column.
+// the same column. Summing the statistics two blocks ahead instead of one, so that the chain
+// ending a block's statistics (horizontal sums, square root, division) has a whole block of
+// independent work behind it, was no faster (2026-11-27, d 256: 65% of memcpy against 68%,
+// ahead in 4 of 15 alternated rounds; d 512 and 1024 likewise): that chain is not the bound.
 
 // Rows in flight, and accumulators a row for each of Σc and Σc².
 inline constexpr int kBlockRows = 1;
