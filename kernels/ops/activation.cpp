@@ -241,21 +241,19 @@ inline void map16(const float* in, const float* g, float* out, std::int64_t begi
 // |y| >= FLT_MIN (every 61st float of [-16, 16] against long double erfc; the widest
 // interval's polynomial sums to |L| ~ 35 before the integer part comes off), 3.0e-44 below.
 //
-// Cost on Zen 3 (2.9 GHz here), data in L1, inner loop alone: 6.9 ns (20 cycles) per 8
-// elements forward, 3.5 ns (10 cycles) backward, the best of runs on a core another process
-// shared at times. Its 33 instructions per vector, not the lookups, set that pace: with the 8
-// vpermps replaced by adds it ran no faster, 4 intervals of degree 7 through vpermilps (4-entry
-// in-lane tables, one lookup each) neither, and n taken by the 1.5 · 2^23 shift instead of
-// vroundps and vcvtps2dq was slower. A reciprocal estimate with a Newton step in place of the
-// backward's vdivps was no faster either and less accurate. Re-measured 2026-11-27 (TSC
-// cycles per 8 elements in L1, best of 50, 8 alternated runs on either core): this code 17.7-
-// 19.6; the same with the lookups gone (plain loads, wrong results) 11.3, so the 8 vpermps do
-// cost their issue slots; but a form with no lookups at all, Q(t) = s 2^(P(s) - t² log2(e)/2)
-// with s = 1/(1 + t/3.5) and one degree-8 P (the erfc form of Numerical Recipes, refitted; t²
-// split exactly with FMAs; relative error 3.1e-6), needs 40 instructions and ran 18.3-19.4;
-// Estrin's scheme for either polynomial, or two passes through an L1 buffer to shorten each
-// pass's chains, were no faster. On this VM the instruction count, about 1.6 a cycle, is the
-// bound.
+// Lanes with x >= -5.5 (all but the far left tail, where |y| < 1.1e-7) skip the tables
+// through gelu8_fast: one polynomial of degree 10 for L on [0, 5.5], both polynomials by
+// Estrin's scheme. Relative error at most 5.0e-6 on either path (every 7th float of [-16, 16]).
+//
+// Cost on Zen 3, data in L1, inner loop alone, TSC cycles (2.445 GHz) per 8 elements, best of
+// 15 alternated runs (2026-11-27): tables 19.7-21.4; the one polynomial by Horner 17.6-21.3,
+// by Estrin 14.5-16.8, which is 20 FMA-pipe ops against Horner's 16. Our reading: Horner's
+// chain (a dependent FMA every 4 cycles, 60-odd cycles a vector) keeps more ops waiting than
+// the FP scheduler can overlap; Estrin's scheme halves it. Earlier measurements: with the 8 vpermps replaced by plain loads (wrong results)
+// the tables ran 11.3; 4 intervals of degree 7 through vpermilps, n taken by the 1.5 · 2^23
+// shift, or a Mills-ratio form (s = 1/(1 + t/3.5), t² split exactly, 40 instructions) were
+// no faster than the tables. The backward: 10 cycles; a reciprocal estimate with a Newton
+// step in place of its vdivps was no faster and less accurate.
 namespace avx2_tables = gelu_tables_avx2;
 
 [[gnu::always_inline]] inline __m256 lookup8(__m256i index, const float (&table)[8]) {
@@ -286,6 +284,50 @@ namespace avx2_tables = gelu_tables_avx2;
                                   _mm256_set1_ps(0x1p-64f));
   // max returns its second operand, x, for NaN.
   return _mm256_sub_ps(_mm256_max_ps(_mm256_setzero_ps(), x), tq);
+}
+
+// gelu8 for lanes with x >= -kFastMaxT, through one polynomial (gelu_tables_avx2.hpp) and no
+// lookups; both polynomials by Estrin's scheme (measured faster than Horner's, above). L stays
+// above -26, so 2^n is built in the exponent bits directly.
+[[gnu::always_inline]] inline __m256 gelu8_fast(__m256 x) {
+  using avx2_tables::kExp2;
+  using avx2_tables::kFastLog2Q;
+  const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 tc =
+      _mm256_min_ps(_mm256_set1_ps(avx2_tables::kFastMaxT), _mm256_and_ps(x, magnitude));
+  const __m256 u = _mm256_sub_ps(tc, _mm256_set1_ps(avx2_tables::kFastCentre));
+  const auto pair = [u](int j) {
+    return _mm256_fmadd_ps(_mm256_set1_ps(kFastLog2Q[j + 1]), u, _mm256_set1_ps(kFastLog2Q[j]));
+  };
+  const __m256 u2 = _mm256_mul_ps(u, u);
+  const __m256 u4 = _mm256_mul_ps(u2, u2);
+  const __m256 u8 = _mm256_mul_ps(u4, u4);
+  const __m256 low = _mm256_fmadd_ps(pair(2), u2, pair(0));
+  const __m256 middle = _mm256_fmadd_ps(pair(6), u2, pair(4));
+  const __m256 high = _mm256_fmadd_ps(_mm256_set1_ps(kFastLog2Q[10]), u2, pair(8));
+  const __m256 l = _mm256_fmadd_ps(high, u8, _mm256_fmadd_ps(middle, u4, low));
+  const __m256 n = _mm256_round_ps(l, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 f = _mm256_sub_ps(l, n);
+  const __m256 f2 = _mm256_mul_ps(f, f);
+  const __m256 upper = _mm256_fmadd_ps(
+      _mm256_fmadd_ps(_mm256_set1_ps(kExp2[4]), f, _mm256_set1_ps(kExp2[3])), f,
+      _mm256_set1_ps(kExp2[2]));
+  const __m256 mantissa = _mm256_fmadd_ps(
+      upper, f2, _mm256_fmadd_ps(_mm256_set1_ps(kExp2[1]), f, _mm256_set1_ps(kExp2[0])));
+  const __m256 scale = _mm256_castsi256_ps(_mm256_slli_epi32(
+      _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127 + avx2_tables::kFastLog2QWhole)),
+      23));
+  const __m256 tq = _mm256_mul_ps(_mm256_mul_ps(tc, mantissa), scale);
+  return _mm256_sub_ps(_mm256_max_ps(_mm256_setzero_ps(), x), tq);
+}
+
+// Lanes below -kFastMaxT, and NaN, take the tables. A lane's path depends on its own value
+// alone, never its neighbours', so results do not change with how values fall into vectors.
+[[gnu::always_inline]] inline __m256 gelu8_any(__m256 x) {
+  const __m256 tail =
+      _mm256_cmp_ps(x, _mm256_set1_ps(-avx2_tables::kFastMaxT), _CMP_NGE_UQ);
+  const __m256 y = gelu8_fast(x);
+  return _mm256_testz_ps(tail, tail) ? y : _mm256_blendv_ps(y, gelu8(x), tail);
 }
 
 template <std::size_t N>
@@ -391,7 +433,7 @@ Status gelu_forward(const Tensor& x, Tensor& y) {
     map16(in, nullptr, out, begin, end,
           [&tables](__m512, __m512 v) { return gelu16(v, tables); });
 #elif defined(__AVX2__) && defined(__FMA__)
-    map8(in, nullptr, out, begin, end, [](__m256, __m256 v) { return gelu8(v); });
+    map8(in, nullptr, out, begin, end, [](__m256, __m256 v) { return gelu8_any(v); });
 #else
     for (std::int64_t i = begin; i < end; ++i) out[i] = gelu_scalar(in[i]);
 #endif

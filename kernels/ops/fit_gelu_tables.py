@@ -19,7 +19,8 @@ the 1e-5 goal does not need). Standard library and mpmath only.
 bit of t + 1, so 0.5 wide up to t = 1, then 1, 2 and 4) and degree 5. vpermps on a ymm
 register indexes 8 entries, so each coefficient is one lookup there instead of two and a
 blend; the wider intervals need the one more degree (fit error at most 7e-7 in log2, about
-the 16 intervals' 4e-7).
+the 16 intervals' 4e-7). It also writes the one polynomial of degree 10 that replaces the
+tables for t <= 5.5, which covers every x >= -5.5 (absolute minimax by Lawson's reweighting).
 """
 import struct
 import sys
@@ -29,6 +30,8 @@ import mpmath as mp
 mp.mp.dps = 40
 EXP2_DEGREE = 4
 T_MAX = mp.mpf("14.5")  # L(14.5) < -156: 2^L underflows to 0 from here on
+FAST_MAX_T = mp.mpf("5.5")  # 5.5 Q(5.5) = 1.1e-7, under half an ulp of 5.5
+FAST_DEGREE = 10
 
 
 def f32(x):
@@ -87,6 +90,30 @@ def relative_minimax(f, lo, hi, degree, iterations=60, points=400):
     return [coef[j] for j in range(n)]
 
 
+def absolute_minimax(f, lo, hi, centre, degree, iterations=40, points=400):
+    """Lawson: weighted least squares of p - f on Chebyshev-spaced points, each weight times
+    its point's error; p in powers of x - centre."""
+    n = degree + 1
+    xs = [lo + (hi - lo) * (1 - mp.cos(mp.pi * k / points)) / 2 for k in range(points + 1)]
+    ys = [f(x) for x in xs]
+    weights = [mp.mpf(1)] * len(xs)
+    coef = None
+    for _ in range(iterations):
+        a = mp.matrix(n, n)
+        b = mp.matrix(n, 1)
+        for x, y, wt in zip(xs, ys, weights):
+            row = [(x - centre) ** j for j in range(n)]
+            for i in range(n):
+                b[i] += wt * row[i] * y
+                for j in range(n):
+                    a[i, j] += wt * row[i] * row[j]
+        coef = mp.lu_solve(a, b)
+        errs = [abs(sum(coef[j] * (x - centre) ** j for j in range(n)) - y) for x, y in zip(xs, ys)]
+        total = sum(wt * e for wt, e in zip(weights, errs))
+        weights = [wt * e / total for wt, e in zip(weights, errs)]
+    return [coef[j] for j in range(n)]
+
+
 def worst(f, coef, lo, hi, centre, relative=False):
     err = 0
     for k in range(801):
@@ -105,6 +132,25 @@ def emit(name, rows, comment):
     for row in rows:
         print("    {" + ", ".join(f"{v!r}f" for v in row) + "},")
     print("};")
+
+
+def emit_fast():
+    """The AVX2 kernel's lookup-free path: L on [0, FAST_MAX_T] as one polynomial."""
+    centre = FAST_MAX_T / 2
+    coef = absolute_minimax(log2_q, mp.mpf(0), FAST_MAX_T, centre, FAST_DEGREE)
+    whole = mp.nint(coef[0])
+    coef[0] -= whole
+    rounded = [mp.mpf(f32(c)) for c in coef]
+    rounded[0] += whole
+    err = worst(log2_q, rounded, mp.mpf(0), FAST_MAX_T, centre)
+    print(f"// Lanes with x >= -kFastMaxT skip the tables: L(t) = kFastLog2QWhole + sum_j")
+    print(f"// kFastLog2Q[j] u^j, u = t - kFastCentre, for t in [0, kFastMaxT], degree {FAST_DEGREE} (absolute")
+    print(f"// minimax by Lawson's reweighting; error {float(err):.1e} in log2 with the coefficients rounded).")
+    print(f"// Past kFastMaxT, t Q(t) is under half an ulp of x: x > kFastMaxT rounds to x.")
+    print(f"inline constexpr float kFastMaxT = {f32(FAST_MAX_T)!r}f;")
+    print(f"inline constexpr float kFastCentre = {f32(centre)!r}f;")
+    print(f"inline constexpr int kFastLog2QWhole = {int(whole)};")
+    print("inline constexpr float kFastLog2Q[] = {" + ", ".join(f"{f32(c)!r}f" for c in coef) + "};")
 
 
 def main():
@@ -151,6 +197,8 @@ def main():
     print(f"alignas(64) inline constexpr float kLog2QWhole[{count}] = {{" +
           ", ".join(f"{v!r}f" for v in exponents) + "};")
     emit("kLog2Q", l_rows, "The rest of L, polynomial coefficients from u^0 up.")
+    if avx2:
+        emit_fast()
     print(f"// 2^f = sum_j kExp2[j] f^j for |f| <= 1/2; relative error {float(exp2_err):.1e}.")
     print("inline constexpr float kExp2[] = {" + ", ".join(f"{f32(v)!r}f" for v in e) + "};")
     print(f"\n}}  // namespace spw::ops::{namespace}")

@@ -31,6 +31,14 @@ alignas(64) inline constexpr float kLog2Q[6][8] = {
     {0.0034237715881317854f, 0.0016491092974320054f, 0.0005858797812834382f, 0.00017727894010022283f, 4.555705891107209e-05f, 1.2335973224253394e-05f, 0.0067019471898674965f, 0.005496073514223099f},
     {-0.00048122883890755475f, -0.00024229762493632734f, -7.686079334234819e-05f, -1.8895749235525727e-05f, -3.6286812701291637e-06f, -7.309240572794806e-07f, -0.00030450403573922813f, -0.0005831980379298329f},
 };
+// Lanes with x >= -kFastMaxT skip the tables: L(t) = kFastLog2QWhole + sum_j
+// kFastLog2Q[j] u^j, u = t - kFastCentre, for t in [0, kFastMaxT], degree 10 (absolute
+// minimax by Lawson's reweighting; error 6.8e-07 in log2 with the coefficients rounded).
+// Past kFastMaxT, t Q(t) is under half an ulp of x: x > kFastMaxT rounds to x.
+inline constexpr float kFastMaxT = 5.5f;
+inline constexpr float kFastCentre = 2.75f;
+inline constexpr int kFastLog2QWhole = -8;
+inline constexpr float kFastLog2Q[] = {-0.3905865252017975f, -4.402777671813965f, -0.6643213629722595f, -0.008816002868115902f, 0.0013640089891850948f, -0.0001972132595255971f, 2.5577510314178653e-05f, -3.1665676942793652e-06f, 2.3708784624432155e-07f, 7.318703865166754e-08f, -1.7772540772398315e-08f};
 // 2^f = sum_j kExp2[j] f^j for |f| <= 1/2; relative error 2.6e-06.
 inline constexpr float kExp2[] = {0.9999992847442627f, 0.6931217908859253f, 0.2402474582195282f, 0.055918119847774506f, 0.00957017857581377f};
 
