@@ -9,8 +9,8 @@
 namespace spw::ops {
 
 // y = x Φ(x) = 0.5 x (1 + erf(x / √2)), the exact form (not the tanh approximation), to
-// within 4e-6 relative wherever y is a normal float, the far left tail included (see
-// activation.cpp).
+// within 5e-6 relative wherever y is a normal float, the far left tail included (see
+// gelu_scalar.hpp).
 Status gelu_forward(const Tensor& x, Tensor& y);
 // dx = dy (Φ(x) + x φ(x)), φ the standard normal density, the derivative to within 4e-7
 // absolute (a rational fit; it crosses zero at x = -0.75); overwrites dx.
