@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 
 namespace spw::ops::gelu_detail {
 
@@ -88,6 +89,8 @@ namespace avx2_tables = gelu_tables_avx2;
 [[gnu::always_inline]] inline __m256 gelu8_fast(__m256 x) {
   using avx2_tables::kExp2;
   using avx2_tables::kFastLog2Q;
+  static_assert(std::size(kFastLog2Q) == 11 && std::size(kExp2) == 5,
+                "the Estrin trees below are written for degrees 10 and 4: refit or rewrite them");
   const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256 tc =
       _mm256_min_ps(_mm256_set1_ps(avx2_tables::kFastMaxT), _mm256_and_ps(x, magnitude));
