@@ -133,7 +133,7 @@ def attention_shape_text(shape):
 
 
 ELEMENTWISE_ORDER = ["layernorm_fwd", "layernorm_bwd_in", "layernorm_bwd_w", "layernorm_bwd",
-                     "gelu_fwd", "gelu_bwd", "embedding_fwd"]
+                     "gelu_fwd", "gelu_fwd_tails", "gelu_bwd", "embedding_fwd"]
 
 
 def op_order(op):
