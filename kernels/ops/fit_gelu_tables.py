@@ -68,50 +68,39 @@ def interpolate(f, lo, hi, centre, degree):
     return list(mp.lu_solve(a, mp.matrix([f(x) for x in nodes])))
 
 
-def relative_minimax(f, lo, hi, degree, iterations=60, points=400):
-    """Lawson: weighted least squares of p/f - 1, each weight times its point's error."""
-    n = degree + 1
-    xs = [lo + (hi - lo) * k / points for k in range(points + 1)]
-    weights = [mp.mpf(1)] * len(xs)
+def lawson(rows, targets, iterations):
+    """Minimax coefficients c of rows . c - targets by Lawson's algorithm: weighted least
+    squares, each point's weight multiplied by its error after every pass."""
+    n = len(rows[0])
+    weights = [mp.mpf(1)] * len(rows)
     coef = None
     for _ in range(iterations):
         a = mp.matrix(n, n)
         b = mp.matrix(n, 1)
-        for x, wt in zip(xs, weights):
-            row = [x**j / f(x) for j in range(n)]
-            for i in range(n):
-                b[i] += wt * row[i]
-                for j in range(n):
-                    a[i, j] += wt * row[i] * row[j]
-        coef = mp.lu_solve(a, b)
-        errs = [abs(sum(coef[j] * x**j for j in range(n)) / f(x) - 1) for x in xs]
-        total = sum(wt * e for wt, e in zip(weights, errs))
-        weights = [wt * e / total for wt, e in zip(weights, errs)]
-    return [coef[j] for j in range(n)]
-
-
-def absolute_minimax(f, lo, hi, centre, degree, iterations=40, points=400):
-    """Lawson: weighted least squares of p - f on Chebyshev-spaced points, each weight times
-    its point's error; p in powers of x - centre."""
-    n = degree + 1
-    xs = [lo + (hi - lo) * (1 - mp.cos(mp.pi * k / points)) / 2 for k in range(points + 1)]
-    ys = [f(x) for x in xs]
-    weights = [mp.mpf(1)] * len(xs)
-    coef = None
-    for _ in range(iterations):
-        a = mp.matrix(n, n)
-        b = mp.matrix(n, 1)
-        for x, y, wt in zip(xs, ys, weights):
-            row = [(x - centre) ** j for j in range(n)]
+        for row, y, wt in zip(rows, targets, weights):
             for i in range(n):
                 b[i] += wt * row[i] * y
                 for j in range(n):
                     a[i, j] += wt * row[i] * row[j]
         coef = mp.lu_solve(a, b)
-        errs = [abs(sum(coef[j] * (x - centre) ** j for j in range(n)) - y) for x, y in zip(xs, ys)]
+        errs = [abs(sum(coef[j] * row[j] for j in range(n)) - y) for row, y in zip(rows, targets)]
         total = sum(wt * e for wt, e in zip(weights, errs))
         weights = [wt * e / total for wt, e in zip(weights, errs)]
     return [coef[j] for j in range(n)]
+
+
+def relative_minimax(f, lo, hi, degree, iterations=60, points=400):
+    """p in powers of x with the smallest largest p/f - 1, on evenly spaced points."""
+    xs = [lo + (hi - lo) * k / points for k in range(points + 1)]
+    rows = [[x**j / f(x) for j in range(degree + 1)] for x in xs]
+    return lawson(rows, [mp.mpf(1)] * len(xs), iterations)
+
+
+def absolute_minimax(f, lo, hi, centre, degree, iterations=40, points=400):
+    """p in powers of x - centre with the smallest largest p - f, on Chebyshev-spaced points."""
+    xs = [lo + (hi - lo) * (1 - mp.cos(mp.pi * k / points)) / 2 for k in range(points + 1)]
+    rows = [[(x - centre) ** j for j in range(degree + 1)] for x in xs]
+    return lawson(rows, [f(x) for x in xs], iterations)
 
 
 def worst(f, coef, lo, hi, centre, relative=False):
@@ -143,14 +132,17 @@ def emit_fast():
     rounded = [mp.mpf(f32(c)) for c in coef]
     rounded[0] += whole
     err = worst(log2_q, rounded, mp.mpf(0), FAST_MAX_T, centre)
-    print(f"// Lanes with x >= -kFastMaxT skip the tables: L(t) = kFastLog2QWhole + sum_j")
-    print(f"// kFastLog2Q[j] u^j, u = t - kFastCentre, for t in [0, kFastMaxT], degree {FAST_DEGREE} (absolute")
-    print(f"// minimax by Lawson's reweighting; error {float(err):.1e} in log2 with the coefficients rounded).")
-    print(f"// Past kFastMaxT, t Q(t) is under half an ulp of x: x > kFastMaxT rounds to x.")
+    print("// Lanes with x >= -kFastMaxT skip the tables: L(t) = kFastLog2QWhole + sum_j")
+    print("// kFastLog2Q[j] u^j, u = t - kFastCentre, for t in [0, kFastMaxT], "
+          f"degree {FAST_DEGREE} (absolute")
+    print(f"// minimax by Lawson's reweighting; error {float(err):.1e} in log2 "
+          "with the coefficients rounded).")
+    print("// Past kFastMaxT, t Q(t) is under half an ulp of x: x > kFastMaxT rounds to x.")
     print(f"inline constexpr float kFastMaxT = {f32(FAST_MAX_T)!r}f;")
     print(f"inline constexpr float kFastCentre = {f32(centre)!r}f;")
     print(f"inline constexpr int kFastLog2QWhole = {int(whole)};")
-    print("inline constexpr float kFastLog2Q[] = {" + ", ".join(f"{f32(c)!r}f" for c in coef) + "};")
+    print("inline constexpr float kFastLog2Q[] = {" +
+          ", ".join(f"{f32(c)!r}f" for c in coef) + "};")
 
 
 def main():
