@@ -9,6 +9,7 @@
 // 2T/(T+1) for the dense convention that counts the masked half too.
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
 
 #include "bench/kernels/bench_common.hpp"
@@ -62,43 +63,25 @@ void register_attention_benchmarks() {
     for (const AttentionShape& s : kShapes) {
       const double pairs = static_cast<double>(s.seq) * static_cast<double>(s.seq + 1) / 2.0;
       const double base = static_cast<double>(s.batch) * static_cast<double>(s.d) * pairs;
-      finish(benchmark::RegisterBenchmark(
-          bench_name("op", "attention_fwd", shape_text(s), threads).c_str(),
-          [=](benchmark::State& state) {
-            if (!use_threads(state, threads)) return;
-            AttentionOperands& o = attention_operands(s);
-            auto run = [&] {
-              return ops::attention_forward(o.qkv, s.batch, s.seq, s.heads, o.y, o.lse);
+      register_call(
+          bench_name("op", "attention_fwd", shape_text(s), threads), threads,
+          [s]() -> std::function<Status()> {
+            AttentionOperands* o = &attention_operands(s);
+            return [o, s] {
+              return ops::attention_forward(o->qkv, s.batch, s.seq, s.heads, o->y, o->lse);
             };
-            if (!check(state, run())) return;  // warm-up
-            const LoadProbe probe;
-            for (auto _ : state) {
-              const Status status = run();
-              if (!check(state, status)) return;
-              benchmark::ClobberMemory();
-            }
-            probe.report(state);
-            set_flops(state, 4.0 * base);
-          }));
-      finish(benchmark::RegisterBenchmark(
-          bench_name("op", "attention_bwd", shape_text(s), threads).c_str(),
-          [=](benchmark::State& state) {
-            if (!use_threads(state, threads)) return;
-            AttentionOperands& o = attention_operands(s);
-            auto run = [&] {
-              return ops::attention_backward(o.dy, o.qkv, o.y, o.lse, s.batch, s.seq, s.heads,
-                                             o.dqkv);
+          },
+          [base](benchmark::State& state) { set_flops(state, 4.0 * base); });
+      register_call(
+          bench_name("op", "attention_bwd", shape_text(s), threads), threads,
+          [s]() -> std::function<Status()> {
+            AttentionOperands* o = &attention_operands(s);
+            return [o, s] {
+              return ops::attention_backward(o->dy, o->qkv, o->y, o->lse, s.batch, s.seq,
+                                             s.heads, o->dqkv);
             };
-            if (!check(state, run())) return;  // warm-up
-            const LoadProbe probe;
-            for (auto _ : state) {
-              const Status status = run();
-              if (!check(state, status)) return;
-              benchmark::ClobberMemory();
-            }
-            probe.report(state);
-            set_flops(state, 8.0 * base);
-          }));
+          },
+          [base](benchmark::State& state) { set_flops(state, 8.0 * base); });
     }
   }
 }

@@ -66,6 +66,14 @@ void parallel_memcpy(void* dst, const void* src, std::size_t n, int threads);
 void register_memcpy(const std::string& op, const std::string& shape, int threads,
                      double bytes_moved);
 
+// Registers benchmark `name` on `threads` threads: bind() makes the call (on operands made
+// on first use, so when the benchmark runs, not when it is registered); the call runs once to
+// warm up, then in the timed loop, and `count` sets the rate counter (set_bytes or set_flops).
+// A call that fails marks the run failed with its message.
+void register_call(const std::string& name, int threads,
+                   std::function<std::function<Status()>()> bind,
+                   std::function<void(benchmark::State&)> count);
+
 // The name of a benchmark: kind/op/shape/t<threads>.
 std::string bench_name(const std::string& kind, const std::string& op, const std::string& shape,
                        int threads);

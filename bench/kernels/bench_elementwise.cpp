@@ -15,9 +15,16 @@
 //   layernorm_bwd     both backward calls                   the sum of the two
 //   embedding_fwd     tokens (int32), token table [256, d], position table [128, d] → y
 //                     R + 256d + 128d + N   (batch 16 × seq 128; each table row counted once)
+//
+// On one thread every op but the embedding also runs as "incache/<op>/<shape>/t1": the same
+// op and width on few enough rows that its operands stay in L2, which bounds what the op
+// can reach at that shape (kInCacheFloats below); summarize.py shows it as the op's ceiling.
+#include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/kernels/bench_common.hpp"
@@ -41,40 +48,62 @@ constexpr std::int64_t kRowWidths[] = {256, 512, 1024};
 
 std::string shape_text(std::int64_t d) { return std::to_string(kRows) + "x" + std::to_string(d); }
 
-// Registers the op and its memcpy beside it. `body` runs the op once on operands it makes on
-// first use.
-void register_pair(const std::string& op, std::int64_t d, int threads, double bytes,
-                   std::function<Status()> (*bind)(std::int64_t)) {
+// The in-cache companion of a row runs the op on [in_cache_rows(d), d] instead of [kRows, d]:
+// its [rows, d] tensors take kInCacheBytes together (at least 8 rows), so that they stay in a
+// Zen 3 core's 512 KiB L2 from one call to the next. No memory feeds the op faster, so its
+// rate there bounds the op's at [kRows, d] on one thread, and t threads go at most t times as
+// fast: the op's ceiling, whatever memcpy does. As many rows as fit, because each call also
+// pays for starting up (the team, the checks, a LayerNorm's first and last rows).
+constexpr std::int64_t kInCacheBytes = std::int64_t{384} << 10;
+
+std::int64_t in_cache_rows(std::int64_t d, int tensors) {
+  const std::int64_t row_bytes = d * tensors * static_cast<std::int64_t>(sizeof(float));
+  return std::max<std::int64_t>(8, kInCacheBytes / row_bytes);
+}
+
+void register_op(const std::string& name, int threads, double bytes,
+                 std::function<std::function<Status()>()> bind) {
+  register_call(name, threads, std::move(bind),
+                [bytes](benchmark::State& state) { set_bytes(state, bytes); });
+}
+
+// An op as the benchmarks see it: how many [rows, d] tensors it reads or writes, its
+// compulsory bytes at [rows, d] and a call on operands of that shape.
+struct ElementwiseOp {
+  std::string name;
+  int tensors;
+  double (*bytes)(std::int64_t rows, std::int64_t d);
+  std::function<Status()> (*bind)(std::int64_t rows, std::int64_t d);
+};
+
+// The op at [kRows, d] beside memcpy of as many bytes and, on one thread, its in-cache
+// companion at the same width (kInCacheFloats above).
+void register_pair(const ElementwiseOp& op, std::int64_t d, int threads) {
   const std::string shape = shape_text(d);
-  finish(benchmark::RegisterBenchmark(
-      bench_name("op", op, shape, threads).c_str(),
-      [=](benchmark::State& state) {
-        if (!use_threads(state, threads)) return;
-        const std::function<Status()> body = bind(d);
-        if (!check(state, body())) return;  // warm-up
-        const LoadProbe probe;
-        for (auto _ : state) {
-          const Status status = body();
-          if (!check(state, status)) return;
-          benchmark::ClobberMemory();
-        }
-        probe.report(state);
-        set_bytes(state, bytes);
-      }));
-  register_memcpy(op, shape, threads, bytes);
+  const double bytes = op.bytes(kRows, d);
+  register_op(bench_name("op", op.name, shape, threads), threads, bytes,
+              [bind = op.bind, d] { return bind(kRows, d); });
+  register_memcpy(op.name, shape, threads, bytes);
+  if (threads == 1) {
+    const std::int64_t rows = in_cache_rows(d, op.tensors);
+    register_op(bench_name("incache", op.name, shape, threads), threads, op.bytes(rows, d),
+                [bind = op.bind, rows, d] { return bind(rows, d); });
+  }
 }
 
 struct GeluOperands {
   Tensor x, y, dy, dx;
 };
 
-GeluOperands& gelu_operands(std::int64_t d, float lowest = -4.0f) {
-  return operands<GeluOperands>("gelu/" + std::to_string(d) + "/" + std::to_string(lowest), [&] {
+GeluOperands& gelu_operands(std::int64_t rows, std::int64_t d, float lowest = -4.0f) {
+  const std::string key =
+      "gelu/" + std::to_string(rows) + "x" + std::to_string(d) + "/" + std::to_string(lowest);
+  return operands<GeluOperands>(key, [&] {
     auto o = std::make_unique<GeluOperands>();
-    o->x = make_tensor(Shape{kRows, d});
-    o->y = make_tensor(Shape{kRows, d});
-    o->dy = make_tensor(Shape{kRows, d});
-    o->dx = make_tensor(Shape{kRows, d});
+    o->x = make_tensor(Shape{rows, d});
+    o->y = make_tensor(Shape{rows, d});
+    o->dy = make_tensor(Shape{rows, d});
+    o->dx = make_tensor(Shape{rows, d});
     fill_uniform(o->x, lowest, 4.0f, 11);
     fill_uniform(o->dy, -1.0f, 1.0f, 12);
     return o;
@@ -85,17 +114,18 @@ struct LayerNormOperands {
   Tensor x, gamma, beta, y, mean, rstd, dy, dx, dgamma, dbeta;
 };
 
-LayerNormOperands& layernorm_operands(std::int64_t d) {
-  return operands<LayerNormOperands>("layernorm/" + std::to_string(d), [&] {
+LayerNormOperands& layernorm_operands(std::int64_t rows, std::int64_t d) {
+  const std::string key = "layernorm/" + std::to_string(rows) + "x" + std::to_string(d);
+  return operands<LayerNormOperands>(key, [&] {
     auto o = std::make_unique<LayerNormOperands>();
-    o->x = make_tensor(Shape{kRows, d});
+    o->x = make_tensor(Shape{rows, d});
     o->gamma = make_tensor(Shape{d});
     o->beta = make_tensor(Shape{d});
-    o->y = make_tensor(Shape{kRows, d});
-    o->mean = make_tensor(Shape{kRows});
-    o->rstd = make_tensor(Shape{kRows});
-    o->dy = make_tensor(Shape{kRows, d});
-    o->dx = make_tensor(Shape{kRows, d});
+    o->y = make_tensor(Shape{rows, d});
+    o->mean = make_tensor(Shape{rows});
+    o->rstd = make_tensor(Shape{rows});
+    o->dy = make_tensor(Shape{rows, d});
+    o->dx = make_tensor(Shape{rows, d});
     o->dgamma = make_tensor(Shape{d});
     o->dbeta = make_tensor(Shape{d});
     fill_uniform(o->x, -2.0f, 3.0f, 21);
@@ -133,81 +163,109 @@ EmbeddingOperands& embedding_operands(std::int64_t d) {
   });
 }
 
+// The compulsory bytes of the table above, at [r, d], in floats of 4 bytes.
+double floats(std::int64_t count) { return 4.0 * static_cast<double>(count); }
+
+std::function<Status()> layernorm_fwd_call(std::int64_t rows, std::int64_t d) {
+  LayerNormOperands* o = &layernorm_operands(rows, d);
+  return [o] {
+    return ops::layernorm_forward(o->x, o->gamma, o->beta, kEps, o->y, o->mean, o->rstd);
+  };
+}
+
+std::function<Status()> layernorm_bwd_in_call(std::int64_t rows, std::int64_t d) {
+  LayerNormOperands* o = &layernorm_operands(rows, d);
+  return [o] {
+    return ops::layernorm_backward_input(o->dy, o->x, o->gamma, o->mean, o->rstd, o->dx);
+  };
+}
+
+std::function<Status()> layernorm_bwd_w_call(std::int64_t rows, std::int64_t d) {
+  LayerNormOperands* o = &layernorm_operands(rows, d);
+  return [o] {
+    return ops::layernorm_backward_weight(o->dy, o->x, o->mean, o->rstd, o->dgamma, o->dbeta);
+  };
+}
+
+std::function<Status()> layernorm_bwd_call(std::int64_t rows, std::int64_t d) {
+  LayerNormOperands* o = &layernorm_operands(rows, d);
+  return [o] {
+    SPW_TRY(ops::layernorm_backward_input(o->dy, o->x, o->gamma, o->mean, o->rstd, o->dx));
+    return ops::layernorm_backward_weight(o->dy, o->x, o->mean, o->rstd, o->dgamma, o->dbeta);
+  };
+}
+
+std::function<Status()> embedding_fwd_call(std::int64_t rows, std::int64_t d) {
+  (void)rows;  // always kBatch × kSeq tokens
+  EmbeddingOperands* o = &embedding_operands(d);
+  return [o] {
+    return ops::embedding_forward(std::span<const std::int32_t>(o->tokens), kBatch, kSeq, o->tok,
+                                  o->pos, o->y);
+  };
+}
+
+std::function<Status()> gelu_fwd_call(std::int64_t rows, std::int64_t d) {
+  GeluOperands* o = &gelu_operands(rows, d);
+  return [o] { return ops::gelu_forward(o->x, o->y); };
+}
+
+std::function<Status()> gelu_fwd_tails_call(std::int64_t rows, std::int64_t d) {
+  GeluOperands* o = &gelu_operands(rows, d, -8.0f);
+  return [o] { return ops::gelu_forward(o->x, o->y); };
+}
+
+std::function<Status()> gelu_bwd_call(std::int64_t rows, std::int64_t d) {
+  GeluOperands* o = &gelu_operands(rows, d);
+  return [o] { return ops::gelu_backward(o->dy, o->x, o->dx); };
+}
+
+double layernorm_fwd_bytes(std::int64_t r, std::int64_t d) {
+  return floats(2 * r * d + 2 * d + 2 * r);
+}
+double layernorm_bwd_in_bytes(std::int64_t r, std::int64_t d) {
+  return floats(3 * r * d + d + 2 * r);
+}
+double layernorm_bwd_w_bytes(std::int64_t r, std::int64_t d) {
+  return floats(2 * r * d + 2 * r + 4 * d);
+}
+double layernorm_bwd_bytes(std::int64_t r, std::int64_t d) {
+  return layernorm_bwd_in_bytes(r, d) + layernorm_bwd_w_bytes(r, d);
+}
+double embedding_fwd_bytes(std::int64_t r, std::int64_t d) {
+  return floats(r + kVocab * d + kSeq * d + r * d);
+}
+double gelu_fwd_bytes(std::int64_t r, std::int64_t d) { return floats(2 * r * d); }
+double gelu_bwd_bytes(std::int64_t r, std::int64_t d) { return floats(3 * r * d); }
+
 }  // namespace
 
 void register_elementwise_benchmarks() {
+  const ElementwiseOp row_ops[] = {
+      {"layernorm_fwd", 2, layernorm_fwd_bytes, layernorm_fwd_call},
+      {"layernorm_bwd_in", 3, layernorm_bwd_in_bytes, layernorm_bwd_in_call},
+      {"layernorm_bwd_w", 2, layernorm_bwd_w_bytes, layernorm_bwd_w_call},
+      {"layernorm_bwd", 3, layernorm_bwd_bytes, layernorm_bwd_call},
+  };
+  // The embedding reads whole tables whatever the row count, so it has no in-cache companion.
+  const ElementwiseOp embedding{"embedding_fwd", 1, embedding_fwd_bytes, embedding_fwd_call};
+  const ElementwiseOp gelu_ops[] = {
+      {"gelu_fwd", 2, gelu_fwd_bytes, gelu_fwd_call},
+      {"gelu_bwd", 3, gelu_bwd_bytes, gelu_bwd_call},
+  };
+  const ElementwiseOp gelu_tails{"gelu_fwd_tails", 2, gelu_fwd_bytes, gelu_fwd_tails_call};
   for (int threads : kThreadCounts) {
     for (std::int64_t d : kRowWidths) {
-      const double n = static_cast<double>(kRows * d);
-      const double r = static_cast<double>(kRows);
-      const double w = static_cast<double>(d);
-      register_pair("layernorm_fwd", d, threads, 4.0 * (2 * n + 2 * w + 2 * r),
-                    [](std::int64_t dd) -> std::function<Status()> {
-                      LayerNormOperands* o = &layernorm_operands(dd);
-                      return [o] {
-                        return ops::layernorm_forward(o->x, o->gamma, o->beta, kEps, o->y,
-                                                      o->mean, o->rstd);
-                      };
-                    });
-      register_pair("layernorm_bwd_in", d, threads, 4.0 * (3 * n + w + 2 * r),
-                    [](std::int64_t dd) -> std::function<Status()> {
-                      LayerNormOperands* o = &layernorm_operands(dd);
-                      return [o] {
-                        return ops::layernorm_backward_input(o->dy, o->x, o->gamma, o->mean,
-                                                             o->rstd, o->dx);
-                      };
-                    });
-      register_pair("layernorm_bwd_w", d, threads, 4.0 * (2 * n + 2 * r + 4 * w),
-                    [](std::int64_t dd) -> std::function<Status()> {
-                      LayerNormOperands* o = &layernorm_operands(dd);
-                      return [o] {
-                        return ops::layernorm_backward_weight(o->dy, o->x, o->mean, o->rstd,
-                                                              o->dgamma, o->dbeta);
-                      };
-                    });
-      register_pair("layernorm_bwd", d, threads,
-                    4.0 * ((3 * n + w + 2 * r) + (2 * n + 2 * r + 4 * w)),
-                    [](std::int64_t dd) -> std::function<Status()> {
-                      LayerNormOperands* o = &layernorm_operands(dd);
-                      return [o] {
-                        SPW_TRY(ops::layernorm_backward_input(o->dy, o->x, o->gamma, o->mean,
-                                                              o->rstd, o->dx));
-                        return ops::layernorm_backward_weight(o->dy, o->x, o->mean, o->rstd,
-                                                              o->dgamma, o->dbeta);
-                      };
-                    });
-      register_pair("embedding_fwd", d, threads,
-                    4.0 * (r + static_cast<double>(kVocab) * w +
-                           static_cast<double>(kSeq) * w + n),
-                    [](std::int64_t dd) -> std::function<Status()> {
-                      EmbeddingOperands* o = &embedding_operands(dd);
-                      return [o] {
-                        return ops::embedding_forward(
-                            std::span<const std::int32_t>(o->tokens), kBatch, kSeq, o->tok,
-                            o->pos, o->y);
-                      };
-                    });
+      for (const ElementwiseOp& op : row_ops) register_pair(op, d, threads);
+      const std::string shape = shape_text(d);
+      const double bytes = embedding.bytes(kRows, d);
+      register_op(bench_name("op", embedding.name, shape, threads), threads, bytes,
+                  [d] { return embedding_fwd_call(kRows, d); });
+      register_memcpy(embedding.name, shape, threads, bytes);
     }
     for (std::int64_t d : kGeluWidths) {
-      const double n = static_cast<double>(kRows * d);
-      register_pair("gelu_fwd", d, threads, 4.0 * 2 * n,
-                    [](std::int64_t dd) -> std::function<Status()> {
-                      GeluOperands* o = &gelu_operands(dd);
-                      return [o] { return ops::gelu_forward(o->x, o->y); };
-                    });
-      register_pair("gelu_bwd", d, threads, 4.0 * 3 * n,
-                    [](std::int64_t dd) -> std::function<Status()> {
-                      GeluOperands* o = &gelu_operands(dd);
-                      return [o] { return ops::gelu_backward(o->dy, o->x, o->dx); };
-                    });
+      for (const ElementwiseOp& op : gelu_ops) register_pair(op, d, threads);
     }
-    for (std::int64_t d : kGeluTailWidths) {
-      register_pair("gelu_fwd_tails", d, threads, 4.0 * 2 * static_cast<double>(kRows * d),
-                    [](std::int64_t dd) -> std::function<Status()> {
-                      GeluOperands* o = &gelu_operands(dd, -8.0f);
-                      return [o] { return ops::gelu_forward(o->x, o->y); };
-                    });
-    }
+    for (std::int64_t d : kGeluTailWidths) register_pair(gelu_tails, d, threads);
   }
 }
 

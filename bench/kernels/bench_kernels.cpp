@@ -141,6 +141,24 @@ void parallel_memcpy(void* dst, const void* src, std::size_t n, int threads) {
   }
 }
 
+void register_call(const std::string& name, int threads,
+                   std::function<std::function<Status()>()> bind,
+                   std::function<void(benchmark::State&)> count) {
+  finish(benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
+    if (!use_threads(state, threads)) return;
+    const std::function<Status()> call = bind();
+    if (!check(state, call())) return;  // warm-up
+    const LoadProbe probe;
+    for (auto _ : state) {
+      const Status status = call();
+      if (!check(state, status)) return;
+      benchmark::ClobberMemory();
+    }
+    probe.report(state);
+    count(state);
+  }));
+}
+
 std::string bench_name(const std::string& kind, const std::string& op, const std::string& shape,
                        int threads) {
   return kind + "/" + op + "/" + shape + "/t" + std::to_string(threads);

@@ -16,7 +16,15 @@ the ratio and whether it meets its goal:
 
 The Linear goal is judged on the combined figure of a layer: the flops of the three products
 divided by the sum of their median times, against the same for raw sgemm. The per-pass rows
-show where the time goes. Standard library only.
+show where the time goes.
+
+An element-wise op may also have an "incache" row (kind "incache", one thread): the op at the
+same width on operands that stay in L2. t threads at [2048, d] cannot beat t times that rate,
+so t × the in-cache rate over memcpy's rate is the op's ceiling at that point. Where the
+ceiling is under the goal by more than CEILING_SLACK (the in-cache row pays each call's
+start-up on fewer rows, and has come out up to 5% under its op), the op misses the goal by
+its own instructions, not by how it uses memory, and the verdict says so. Standard library
+only.
 """
 
 import json
@@ -24,6 +32,7 @@ import sys
 
 LINEAR_GOAL = 0.90
 ELEMENTWISE_GOAL = 0.70
+CEILING_SLACK = 0.10
 TOKENS = 2048
 LINEAR_SHAPES = {  # name: (in multiple of d, out multiple of d)
     "proj": (1, 1),
@@ -134,6 +143,10 @@ def attention_shape_text(shape):
 
 ELEMENTWISE_ORDER = ["layernorm_fwd", "layernorm_bwd_in", "layernorm_bwd_w", "layernorm_bwd",
                      "gelu_fwd", "gelu_fwd_tails", "gelu_bwd", "embedding_fwd"]
+
+
+# Rows the benchmark shows beside the goal's points but that are not among them.
+NOT_GOAL_POINTS = {"gelu_fwd_tails", "layernorm_bwd"}
 
 
 def op_order(op):
@@ -261,6 +274,7 @@ def main(argv):
     rows = []
     ew_keys = sorted((k for k in ops if k[1].startswith(("layernorm", "gelu", "embedding"))),
                      key=lambda k: (op_order(k[1]), shape_sort_key(k[2]), k[3]))
+    tally = {"points": 0, "met": 0, "beyond": 0}
     for key in ew_keys:
         o = runs[key]["median"]
         b = baseline(key, "memcpy")
@@ -270,17 +284,36 @@ def main(argv):
             missing.append("/".join(map(str, key)))
         ratio = g_op / g_base if g_base else None
         bm = b["median"] if b else None
-        if contended(key[3], o, bm):
+        c = runs.get(("incache", key[1], key[2], 1), {}).get("median")
+        g_cache = rate(c)[0] if c else None
+        ceiling = key[3] * g_cache / g_base if g_cache and g_base else None
+        noisy = contended(key[3], o, bm) or (c is not None and contended(1, c))
+        if noisy:
             rerun.add(f"{key[1]}/{key[2]}/t{key[3]}")
+        text = verdict(ratio, ELEMENTWISE_GOAL, noisy)
+        if ratio is not None and not noisy and key[1] not in NOT_GOAL_POINTS:
+            tally["points"] += 1
+            tally["met"] += ratio >= ELEMENTWISE_GOAL
+            if (ratio < ELEMENTWISE_GOAL and ceiling is not None
+                    and ceiling * (1 + CEILING_SLACK) < ELEMENTWISE_GOAL):
+                tally["beyond"] += 1
+                text += " (ceiling under the goal)"
         rows.append([key[1], elementwise_shape_text(key[2]), key[3], fmt(g_op), fmt(g_base),
-                     "—" if ratio is None else f"{100 * ratio:.0f}%",
-                     verdict(ratio, ELEMENTWISE_GOAL, contended(key[3], o, bm)), cv_text(runs[key]),
-                     share_text(o, bm)])
+                     "—" if ratio is None else f"{100 * ratio:.0f}%", fmt(g_cache),
+                     "—" if ceiling is None else f"{100 * ceiling:.0f}%", text,
+                     cv_text(runs[key]), share_text(o, bm)])
     if rows:
         out.append("## Element-wise (GB/s = bytes read + bytes written per second)")
         out.append("")
         out.append(table(["op", "shape", "threads", "GB/s", "memcpy GB/s", "ratio",
-                          "goal ≥ 70%", "cv", "others' cores"], rows))
+                          "in-cache GB/s, 1 thread", "ceiling", "goal ≥ 70%", "cv",
+                          "others' cores"], rows))
+        out.append("")
+        out.append(f"Goal met at {tally['met']} of {tally['points']} uncontended points; "
+                   f"at {tally['beyond']} of the {tally['points'] - tally['met']} missed, the "
+                   "ceiling (threads × the in-cache rate, over memcpy's rate) is under the "
+                   f"goal by more than {100 * CEILING_SLACK:.0f}%. " + ", ".join(sorted(NOT_GOAL_POINTS)) + " not counted (not a goal "
+                   "point).")
         out.append("")
 
     # ---- attention ----
