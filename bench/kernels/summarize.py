@@ -20,11 +20,12 @@ show where the time goes.
 
 An element-wise op may also have an "incache" row (kind "incache", one thread): the op at the
 same width on operands that stay in L2. t threads at [2048, d] cannot beat t times that rate,
-so t × the in-cache rate over memcpy's rate is the op's ceiling at that point. Where the
-ceiling is under the goal by more than CEILING_SLACK (the in-cache row pays each call's
-start-up on fewer rows, and has come out up to 5% under its op), the op misses the goal by
-its own instructions, not by how it uses memory, and the verdict says so. Standard library
-only.
+so t × the in-cache rate over memcpy's rate is the op's ceiling at that point. It is a
+ceiling only up to each call's start-up (the team, the checks, a LayerNorm's first and last
+rows), which the in-cache row pays on fewer rows: on 2026-11-27 it came out up to 9% under
+its op at 2048 rows. Where the ceiling is under the goal by more than CEILING_SLACK, the op
+misses the goal by its own instructions, not by how it uses memory, and the verdict says so.
+Standard library only.
 """
 
 import json
@@ -32,7 +33,7 @@ import sys
 
 LINEAR_GOAL = 0.90
 ELEMENTWISE_GOAL = 0.70
-CEILING_SLACK = 0.10
+CEILING_SLACK = 0.15
 TOKENS = 2048
 LINEAR_SHAPES = {  # name: (in multiple of d, out multiple of d)
     "proj": (1, 1),

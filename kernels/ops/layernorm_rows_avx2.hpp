@@ -8,10 +8,13 @@
 // the same for every row wherever it stands, so results do not depend on the row count or
 // the thread count.
 //
-// What bounds these loops on the Zen 3 is how many rows they stream at once, not their
-// instructions: a loop that copies rows of [2048, d] (tensors in L3) while summing the rows R
-// ahead runs at about 95% of memcpy with R = 1, 80% with 2 and 60-70% with 4 (d 256-1024),
-// though each moves the same bytes. So one row is in flight here where AVX-512 has four.
+// On the Zen 3 more rows in flight cost more than they save: a loop that copies rows of
+// [2048, d] (tensors in L3) while summing the rows R ahead runs at about 95% of memcpy with
+// R = 1, 80% with 2 and 60-70% with 4 (d 256-1024), though each moves the same bytes. So one
+// row is in flight here where AVX-512 has four. With one, the forward is bound by its own
+// instructions, not by memory: at d 256 and 512 it takes 3.2-3.8 TSC cycles per 8 floats
+// with its rows in L1 and 3.5-4.2 from L3, where memcpy takes 2.3-2.6; two rows with one
+// accumulator each take 2.5-2.8 in L1 but 3.5-3.9 from L3 (2026-11-27).
 #pragma once
 
 #if defined(__AVX2__) && defined(__FMA__)
