@@ -370,19 +370,18 @@ inline void forward_rows(const float* x, const float* gamma, const float* beta, 
 }
 
 // ---------------------------------------------------------------------------------------
-// Input gradient: dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy gamma,
-// xhat = (x - mean) rstd. One loop over the columns writes dx of row i and sums Σg and
-// Σg·(x - mean) of row i + 2, so that the chain that turns a row's sums into its constants
-// (horizontal sums, products) runs a whole loop before they are needed: with row i + 1, as
-// before 2026-11-27, the loop waited on it at every row. Summing two rows ahead made the
-// input gradient 1.09-1.54x faster at d 64-384 and 0.96-1.02x as fast at d 512-1024
-// ([2048, d], medians of 31 alternated rounds; 0.84-0.94x on 8-16 rows of d 512 and 1024,
-// where the two rows summed alone at the start weigh more). The sums alternate between two
-// accumulators by column, as in the forward. Per element the loop computes dx = a g - b - c (x - mean) with a = rstd,
-// b = rstd mean(g) and c = rstd³ mean(g (x - mean)), the same value as the formula above
-// with rstd taken out of the sums and into the row's constants: 8 floating-point operations
-// per vector of both rows where the formula as written takes 11, which bound the loop on the
-// Zen 3.
+// Input gradient: dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy gamma, xhat = (x - mean)
+// rstd. One loop over the columns writes dx of row i and sums Σg and Σg·(x - mean) of
+// row i + 2, so that the chain that turns a row's sums into its constants (horizontal sums,
+// products) runs a whole loop before they are needed: with row i + 1, as before 2026-11-27,
+// the loop waited on it at every row. Summing two rows ahead made the input gradient
+// 1.09-1.54x faster at d 64-384 and 0.96-1.02x as fast at d 512-1024 ([2048, d], medians of 31
+// alternated rounds; 0.84-0.94x on 8-16 rows of d 512 and 1024, where the two rows summed
+// alone at the start weigh more). The sums alternate between two accumulators by column, as in
+// the forward. Per element the loop computes dx = a g - b - c (x - mean) with a = rstd, b =
+// rstd mean(g) and c = rstd³ mean(g (x - mean)), the same value as the formula above with rstd
+// taken out of the sums and into the row's constants: 8 floating-point operations per vector
+// of both rows where the formula as written takes 11, which bound the loop on the Zen 3.
 
 struct RowSums {
   __m256 g[2], gx[2];  // Σg and Σg·(x - mean)
