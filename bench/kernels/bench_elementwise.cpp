@@ -18,7 +18,7 @@
 //
 // On one thread every op but the embedding also runs as "incache/<op>/<shape>/t1": the same
 // op and width on few enough rows that its operands stay in L2, which bounds what the op
-// can reach at that shape (kInCacheFloats below); summarize.py shows it as the op's ceiling.
+// can reach at that shape (kInCacheBytes below); summarize.py shows it as the op's ceiling.
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -67,8 +67,9 @@ void register_op(const std::string& name, int threads, double bytes,
                 [bytes](benchmark::State& state) { set_bytes(state, bytes); });
 }
 
-// An op as the benchmarks see it: how many [rows, d] tensors it reads or writes, its
-// compulsory bytes at [rows, d] and a call on operands of that shape.
+// An op as the benchmarks see it: how many [rows, d] tensors it reads or writes (0: it has
+// no in-cache companion), its compulsory bytes at [rows, d] and a call on operands of that
+// shape.
 struct ElementwiseOp {
   std::string name;
   int tensors;
@@ -77,14 +78,14 @@ struct ElementwiseOp {
 };
 
 // The op at [kRows, d] beside memcpy of as many bytes and, on one thread, its in-cache
-// companion at the same width (kInCacheFloats above).
+// companion at the same width (kInCacheBytes above).
 void register_pair(const ElementwiseOp& op, std::int64_t d, int threads) {
   const std::string shape = shape_text(d);
   const double bytes = op.bytes(kRows, d);
   register_op(bench_name("op", op.name, shape, threads), threads, bytes,
               [bind = op.bind, d] { return bind(kRows, d); });
   register_memcpy(op.name, shape, threads, bytes);
-  if (threads == 1) {
+  if (threads == 1 && op.tensors > 0) {
     const std::int64_t rows = in_cache_rows(d, op.tensors);
     register_op(bench_name("incache", op.name, shape, threads), threads, op.bytes(rows, d),
                 [bind = op.bind, rows, d] { return bind(rows, d); });
@@ -247,7 +248,7 @@ void register_elementwise_benchmarks() {
       {"layernorm_bwd", 3, layernorm_bwd_bytes, layernorm_bwd_call},
   };
   // The embedding reads whole tables whatever the row count, so it has no in-cache companion.
-  const ElementwiseOp embedding{"embedding_fwd", 1, embedding_fwd_bytes, embedding_fwd_call};
+  const ElementwiseOp embedding{"embedding_fwd", 0, embedding_fwd_bytes, embedding_fwd_call};
   const ElementwiseOp gelu_ops[] = {
       {"gelu_fwd", 2, gelu_fwd_bytes, gelu_fwd_call},
       {"gelu_bwd", 3, gelu_bwd_bytes, gelu_bwd_call},
@@ -256,11 +257,7 @@ void register_elementwise_benchmarks() {
   for (int threads : kThreadCounts) {
     for (std::int64_t d : kRowWidths) {
       for (const ElementwiseOp& op : row_ops) register_pair(op, d, threads);
-      const std::string shape = shape_text(d);
-      const double bytes = embedding.bytes(kRows, d);
-      register_op(bench_name("op", embedding.name, shape, threads), threads, bytes,
-                  [d] { return embedding_fwd_call(kRows, d); });
-      register_memcpy(embedding.name, shape, threads, bytes);
+      register_pair(embedding, d, threads);
     }
     for (std::int64_t d : kGeluWidths) {
       for (const ElementwiseOp& op : gelu_ops) register_pair(op, d, threads);

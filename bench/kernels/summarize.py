@@ -314,8 +314,8 @@ def main(argv):
         out.append(f"Goal met at {tally['met']} of {tally['points']} uncontended points; "
                    f"at {tally['beyond']} of the {tally['points'] - tally['met']} missed, the "
                    "ceiling (threads × the in-cache rate, over memcpy's rate, or the op's own "
-                   f"ratio if higher) is under the goal by more than {100 * CEILING_SLACK:.0f}%. " + ", ".join(sorted(NOT_GOAL_POINTS)) + " not counted (not a goal "
-                   "point).")
+                   f"ratio if higher) is under the goal by more than {100 * CEILING_SLACK:.0f}%. "
+                   + ", ".join(sorted(NOT_GOAL_POINTS)) + " not counted (not a goal point).")
         out.append("")
 
     # ---- attention ----

@@ -308,9 +308,8 @@ inline void output_block(const Block<R>& out, const BlockStats& st, const float*
     }
   };
   const int nv = w.nv;
-  int k = 0;
   if (next == nullptr) {
-    for (; k < nv; ++k) column(k);
+    for (int k = 0; k < nv; ++k) column(k);
   } else {
     sums->add_columns(*next, nv, column);
     if (w.tail) sums->add_tail(*next, w);
@@ -434,10 +433,13 @@ inline __m256 input_gradient(__m256 dy, __m256 x, __m256 gamma, const RowInput& 
   return _mm256_fnmadd_ps(k.c, _mm256_sub_ps(x, row.mean), _mm256_fmsub_ps(k.a, g, k.b));
 }
 
+inline RowSums no_sums() {
+  return {{_mm256_setzero_ps(), _mm256_setzero_ps()}, {_mm256_setzero_ps(), _mm256_setzero_ps()}};
+}
+
 // The sums of one row in a loop of their own: the first two rows of a range.
 inline RowSums row_sums(const RowInput& row, const float* gamma, const Width& w) {
-  RowSums s{{_mm256_setzero_ps(), _mm256_setzero_ps()},
-            {_mm256_setzero_ps(), _mm256_setzero_ps()}};
+  RowSums s = no_sums();
   for (int k = 0; k < w.nv; ++k) add_row_column(row, gamma, k, k % 2, s);
   if (w.tail) add_row_tail(row, gamma, w, s);
   return s;
@@ -459,8 +461,7 @@ inline void backward_input_rows(const float* dy, const float* x, const float* ga
     float* out = dx + i * d;
     // The last two rows sum a row again, unused, rather than test for one in the loop.
     const RowInput ahead = i + 2 < end ? row_at(i + 2) : cur;
-    RowSums ahead_sums{{_mm256_setzero_ps(), _mm256_setzero_ps()},
-                       {_mm256_setzero_ps(), _mm256_setzero_ps()}};
+    RowSums ahead_sums = no_sums();
     // dx may be dy (in place): row i's dy is read before its dx is written, column by column,
     // and rows i + 1 and i + 2 are not written until later loops.
     auto column = [&](int k, int slot) {
