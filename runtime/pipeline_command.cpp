@@ -8,6 +8,7 @@
 #include "kernels/memory_ledger.hpp"
 #include "runtime/json_file.hpp"
 #include "runtime/node_facts.hpp"
+#include "runtime/op_report.hpp"
 #include "runtime/pipeline_checkpoint.hpp"
 #include "runtime/pipeline_job.hpp"
 #include "runtime/pipeline_report.hpp"
@@ -68,9 +69,12 @@ Status train_opened_job(const JobConfig& job, const TrainCommand& command, Pipel
   record.ranks = layout.world_size();
   ProgressPrinter progress(stdout, total, 0, /*redraw=*/false);
   const auto start = std::chrono::steady_clock::now();
+  StepOpTimes op_times_per_step;
   while (executor->steps_done() < total) {
     StepResult step;
+    op_times_per_step.start_step();
     SPW_TRY(executor->run_step(step));
+    op_times_per_step.end_step(step.seconds);
     record.loss.push_back(step.loss);
     record.step_seconds.push_back(step.seconds);
     if (rank == 0) {
@@ -96,7 +100,12 @@ Status train_opened_job(const JobConfig& job, const TrainCommand& command, Pipel
 
   SPW_ASSIGN_OR_RETURN(nlohmann::json pipeline, pipeline_report(*executor, comm, links, nodes.node_of));
   SPW_ASSIGN_OR_RETURN(std::vector<TraceEvent> events, gather_trace(*executor, comm));
+  SPW_ASSIGN_OR_RETURN(std::vector<nlohmann::json> op_times_by_rank,
+                       gather_time_by_op(op_times_per_step, comm));
   if (rank != 0) return Status::success();
+  for (std::size_t r = 0; r < op_times_by_rank.size(); ++r) {
+    pipeline["measured"]["ranks"][r]["time_by_op"] = op_times_by_rank[r];
+  }
 
   const double items_per_step =
       static_cast<double>(settings.train.batch * settings.train.model.positions_per_sample());

@@ -8,6 +8,7 @@
 #include "runtime/json_file.hpp"
 #include "runtime/mpi_support.hpp"
 #include "runtime/node_facts.hpp"
+#include "runtime/op_report.hpp"
 #include "runtime/pipeline_command.hpp"
 #include "runtime/pipeline_job.hpp"
 #include "runtime/progress.hpp"
@@ -80,9 +81,12 @@ Status run_single_rank(const JobConfig& job, const TrainCommand& command) {
   ProgressPrinter progress(stdout, total);
   const auto start = std::chrono::steady_clock::now();
   const std::int64_t per_epoch = settings.epochs > 0 ? trainer->steps_per_epoch() : 0;
+  StepOpTimes op_times_per_step;
   while (trainer->steps_done() < total) {
     StepResult step;
+    op_times_per_step.start_step();
     SPW_TRY(trainer->run_step(step));
+    op_times_per_step.end_step(step.seconds);
     record.loss.push_back(step.loss);
     record.step_seconds.push_back(step.seconds);
     const double elapsed =
@@ -109,6 +113,7 @@ Status run_single_rank(const JobConfig& job, const TrainCommand& command) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   nlohmann::json report = make_report(record, items_per_step, MemoryLedger::process().snapshot());
+  report["time_by_op"] = time_by_op(op_times_per_step);
   std::vector<sched::NodeFacts> nodes;
   if (auto facts = this_node_facts(processor_name()); facts.ok()) nodes.push_back(*facts);
   report["nodes"] = nodes_report({0}, nodes);
@@ -118,6 +123,8 @@ Status run_single_rank(const JobConfig& job, const TrainCommand& command) {
               record.loss.back(), report["throughput"]["median"].get<double>(),
               record.item_name.c_str(), format_bytes(MemoryLedger::process().peak_total()).c_str(),
               report_path.c_str());
+  std::printf("spillway: time by op, per step: %s\n",
+              describe_time_by_op(report["time_by_op"], 4).c_str());
   return Status::success();
 }
 

@@ -1,5 +1,6 @@
 #include "kernels/ops/activation.hpp"
 
+#include "kernels/op_timer.hpp"
 #include "kernels/ops/gelu_scalar.hpp"
 #include "kernels/ops/op_checks.hpp"
 
@@ -56,6 +57,7 @@ void prefetch_next_block(const float* data, std::int64_t end, std::int64_t n) {
 // tensors: each thread streams the pages on its own NUMA node, whatever the row length.
 
 Status gelu_forward(const Tensor& x, Tensor& y) {
+  const OpTimer timer(KernelOp::gelu_forward);
   SPW_TRY(check_unary("gelu_forward", x, y));
   const std::int64_t n = x.numel();
   const float* in = x.data();
@@ -83,6 +85,7 @@ Status gelu_forward(const Tensor& x, Tensor& y) {
 }
 
 Status gelu_backward(const Tensor& dy, const Tensor& x, Tensor& dx) {
+  const OpTimer timer(KernelOp::gelu_backward);
   SPW_TRY(check_backward("gelu_backward", dy, x, dx));
   const std::int64_t n = x.numel();
   const float* g = dy.data();
@@ -113,6 +116,7 @@ Status gelu_backward(const Tensor& dy, const Tensor& x, Tensor& dx) {
 }
 
 Status relu_forward(const Tensor& x, Tensor& y) {
+  const OpTimer timer(KernelOp::relu_forward);
   SPW_TRY(check_unary("relu_forward", x, y));
   const std::int64_t n = x.numel();
   const float* in = x.data();
@@ -123,6 +127,7 @@ Status relu_forward(const Tensor& x, Tensor& y) {
 }
 
 Status relu_backward(const Tensor& dy, const Tensor& x, Tensor& dx) {
+  const OpTimer timer(KernelOp::relu_backward);
   SPW_TRY(check_backward("relu_backward", dy, x, dx));
   const std::int64_t n = x.numel();
   const float* g = dy.data();

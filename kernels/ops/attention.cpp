@@ -10,6 +10,7 @@
 
 #include "kernels/blas.hpp"
 #include "kernels/numa_allocator.hpp"
+#include "kernels/op_timer.hpp"
 #include "kernels/threading.hpp"
 #include "kernels/ops/attention_softmax.hpp"
 #include "kernels/ops/attention_tiled.hpp"
@@ -237,6 +238,7 @@ void backward_pair(const Dims& dims, const float* dy, const float* qkv, const fl
 
 Status attention_forward(const Tensor& qkv, std::int64_t batch, std::int64_t seq,
                          std::int64_t heads, Tensor& y, Tensor& lse) {
+  const OpTimer timer(KernelOp::attention_forward);
   constexpr const char* kOp = "attention_forward";
   SPW_ASSIGN_OR_RETURN(const Dims dims, check_dims(kOp, qkv, batch, seq, heads));
   SPW_TRY(check_matrix(kOp, "y", y, batch * seq, dims.d, qkv));
@@ -295,6 +297,7 @@ Status attention_forward(const Tensor& qkv, std::int64_t batch, std::int64_t seq
 Status attention_backward(const Tensor& dy, const Tensor& qkv, const Tensor& y,
                           const Tensor& lse, std::int64_t batch, std::int64_t seq,
                           std::int64_t heads, Tensor& dqkv) {
+  const OpTimer timer(KernelOp::attention_backward);
   constexpr const char* kOp = "attention_backward";
   SPW_ASSIGN_OR_RETURN(const Dims dims, check_dims(kOp, qkv, batch, seq, heads));
   SPW_TRY(check_matrix(kOp, "dy", dy, batch * seq, dims.d, qkv));

@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "kernels/op_timer.hpp"
 #include "kernels/threading.hpp"
 
 namespace spw::ops {
@@ -48,6 +49,7 @@ Status check_bias(const char* op, const char* matrix_name, const Tensor& matrix,
 }  // namespace
 
 Status bias_forward(Tensor& y, const Tensor& bias) {
+  const OpTimer timer(KernelOp::bias_forward);
   SPW_TRY(check_bias("bias_forward", "y", y, "bias", bias));
   const std::int64_t rows = y.shape().rows();
   const std::int64_t cols = y.shape().cols();
@@ -64,6 +66,7 @@ Status bias_forward(Tensor& y, const Tensor& bias) {
 }
 
 Status bias_backward_weight(const Tensor& dy, Tensor& dbias) {
+  const OpTimer timer(KernelOp::bias_backward_weight);
   SPW_TRY(check_bias("bias_backward_weight", "dy", dy, "dbias", dbias));
   const std::int64_t rows = dy.shape().rows();
   const std::int64_t cols = dy.shape().cols();

@@ -7,6 +7,7 @@
 #include <limits>
 #include <string>
 
+#include "kernels/op_timer.hpp"
 #include "kernels/threading.hpp"
 #include "kernels/vecmath.hpp"
 
@@ -76,6 +77,7 @@ inline float row_max(const float* x, std::int64_t n) {
 
 Status cross_entropy_forward(const Tensor& logits, std::span<const std::int32_t> targets,
                              float& loss) {
+  const OpTimer timer(KernelOp::cross_entropy_forward);
   SPW_TRY(check_logits("cross_entropy_forward", logits, targets));
   const std::int64_t rows = logits.shape().rows();
   const std::int64_t classes = logits.shape().cols();
@@ -110,6 +112,7 @@ Status cross_entropy_forward(const Tensor& logits, std::span<const std::int32_t>
 
 Status cross_entropy_backward(const Tensor& logits, std::span<const std::int32_t> targets,
                               float grad_scale, Tensor& dlogits) {
+  const OpTimer timer(KernelOp::cross_entropy_backward);
   constexpr const char* kOp = "cross_entropy_backward";
   SPW_TRY(check_logits(kOp, logits, targets));
   const std::int64_t rows = logits.shape().rows();
@@ -157,6 +160,7 @@ Status cross_entropy_backward(const Tensor& logits, std::span<const std::int32_t
 
 Status count_correct(const Tensor& logits, std::span<const std::int32_t> targets,
                      std::int64_t& correct) {
+  const OpTimer timer(KernelOp::count_correct);
   SPW_TRY(check_logits("count_correct", logits, targets));
   const std::int64_t rows = logits.shape().rows();
   const std::int64_t classes = logits.shape().cols();

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kernels/numa_allocator.hpp"
+#include "kernels/op_timer.hpp"
 #include "kernels/threading.hpp"
 
 namespace spw::ops {
@@ -134,6 +135,7 @@ Status check_ids(const char* op, std::span<const std::int32_t> tokens, const cha
 Status embedding_forward(std::span<const std::int32_t> tokens, std::int64_t batch,
                          std::int64_t seq, const Tensor& token_table,
                          const Tensor& position_table, Tensor& y) {
+  const OpTimer timer(KernelOp::embedding_forward);
   constexpr const char* kOp = "embedding_forward";
   SPW_TRY(check_dims(kOp, tokens, batch, seq));
   SPW_TRY(check_table(kOp, "token_table", token_table, 0));
@@ -181,6 +183,7 @@ Status embedding_forward(std::span<const std::int32_t> tokens, std::int64_t batc
 Status embedding_backward_weight(std::span<const std::int32_t> tokens, std::int64_t batch,
                                  std::int64_t seq, const Tensor& dy, Tensor& dtoken_table,
                                  Tensor& dposition_table) {
+  const OpTimer timer(KernelOp::embedding_backward_weight);
   constexpr const char* kOp = "embedding_backward_weight";
   SPW_TRY(check_dims(kOp, tokens, batch, seq));
   SPW_TRY(check_table(kOp, "dtoken_table", dtoken_table, 0));

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "kernels/numa_allocator.hpp"
+#include "kernels/op_timer.hpp"
 #include "kernels/ops/layernorm_rows.hpp"
 #include "kernels/ops/layernorm_rows_avx2.hpp"
 #include "kernels/threading.hpp"
@@ -92,6 +93,7 @@ std::string format_float(float value) {
 
 Status layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                          Tensor& y, Tensor& mean, Tensor& rstd) {
+  const OpTimer timer(KernelOp::layernorm_forward);
   constexpr const char* kOp = "layernorm_forward";
   SPW_TRY(check_x(kOp, "x", x));
   SPW_TRY(check_weight(kOp, "gamma", gamma, x));
@@ -194,6 +196,7 @@ Status layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& bet
 
 Status layernorm_backward_input(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                 const Tensor& mean, const Tensor& rstd, Tensor& dx) {
+  const OpTimer timer(KernelOp::layernorm_backward_input);
   constexpr const char* kOp = "layernorm_backward_input";
   SPW_TRY(check_x(kOp, "x", x));
   SPW_TRY(check_like_x(kOp, "dy", dy, x));
@@ -265,6 +268,7 @@ Status layernorm_backward_input(const Tensor& dy, const Tensor& x, const Tensor&
 
 Status layernorm_backward_weight(const Tensor& dy, const Tensor& x, const Tensor& mean,
                                  const Tensor& rstd, Tensor& dgamma, Tensor& dbeta) {
+  const OpTimer timer(KernelOp::layernorm_backward_weight);
   constexpr const char* kOp = "layernorm_backward_weight";
   SPW_TRY(check_x(kOp, "x", x));
   SPW_TRY(check_like_x(kOp, "dy", dy, x));

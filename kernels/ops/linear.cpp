@@ -7,6 +7,7 @@
 
 #include "kernels/blas.hpp"
 #include "kernels/numa_allocator.hpp"
+#include "kernels/op_timer.hpp"
 #include "kernels/ops/bias.hpp"
 #include "kernels/ops/transpose16.hpp"
 
@@ -206,15 +207,18 @@ Status forward(const char* op, const Tensor& x, const Tensor& weight, const Tens
 }  // namespace
 
 Status linear_forward(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor& y) {
+  const OpTimer timer(KernelOp::linear_forward);
   return forward("linear_forward", x, weight, bias, nullptr, y);
 }
 
 Status linear_forward_residual(const Tensor& x, const Tensor& weight, const Tensor* bias,
                                const Tensor& residual, Tensor& y) {
+  const OpTimer timer(KernelOp::linear_forward_residual);
   return forward("linear_forward_residual", x, weight, bias, &residual, y);
 }
 
 Status linear_backward_input(const Tensor& dy, const Tensor& weight, Tensor& dx) {
+  const OpTimer timer(KernelOp::linear_backward_input);
   constexpr const char* op = "linear_backward_input";
   SPW_TRY(check_weight(op, weight));
   SPW_TRY(check_activation(op, "dy", dy));
@@ -244,6 +248,7 @@ Status linear_backward_input(const Tensor& dy, const Tensor& weight, Tensor& dx)
 
 Status linear_backward_weight(const Tensor& dy, const Tensor& x, Tensor& dweight,
                               Tensor* dbias) {
+  const OpTimer timer(KernelOp::linear_backward_weight);
   constexpr const char* op = "linear_backward_weight";
   SPW_TRY(check_activation(op, "dy", dy));
   SPW_TRY(check_activation(op, "x", x));

@@ -1,5 +1,6 @@
 #include "kernels/ops/residual.hpp"
 
+#include "kernels/op_timer.hpp"
 #include "kernels/ops/op_checks.hpp"
 
 #include <cstdint>
@@ -12,6 +13,7 @@ namespace spw::ops {
 // pages on its own NUMA node, whatever the row length.
 
 Status residual_forward(const Tensor& a, const Tensor& b, Tensor& y) {
+  const OpTimer timer(KernelOp::residual_forward);
   constexpr const char* op = "residual_forward";
   SPW_TRY(check_data(op, "a", a));
   SPW_TRY(check_same(op, "b", b, "a", a));
@@ -30,6 +32,7 @@ Status residual_forward(const Tensor& a, const Tensor& b, Tensor& y) {
 }
 
 Status accumulate(Tensor& dst, const Tensor& src) {
+  const OpTimer timer(KernelOp::accumulate);
   constexpr const char* op = "accumulate";
   SPW_TRY(check_data(op, "dst", dst));
   SPW_TRY(check_same(op, "src", src, "dst", dst));

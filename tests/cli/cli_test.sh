@@ -41,6 +41,24 @@ sys.exit(0 if ok else 1)
 PY
 check "report.json names the node's cores and NUMA memory" python3 -c "import json,sys; n=json.load(open('$work/out/report.json'))['nodes']; sys.exit(0 if len(n)==1 and n[0]['cores']>0 and len(n[0]['numa'])>=1 and n[0]['memory_bytes']>0 and n[0]['ranks']==[0] and n[0]['description'].startswith('node 0 (') else 1)"
 check "report.json has three losses" python3 -c "import json,sys; r=json.load(open('$work/out/report.json')); sys.exit(0 if len(r['loss'])==3 and r['memory']['peak_bytes']>0 else 1)"
+check "the run prints where a step's time went" grep -Eq "^spillway: time by op, per step: [a-z_]+ [0-9]+%, .*outside ops [0-9]+%$" "$work/run.txt"
+check "report.json gives each op's time per step" python3 - "$work/out/report.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))["time_by_op"]
+ops = {o["op"]: o for o in t["ops"]}
+shares = [o["share_of_step"] for o in t["ops"]]
+# One layer: two LayerNorms and the final one; four products and the head's.
+ok = (t["steps"] == 2 and t["step_seconds"] > 0
+      and ops["layernorm_forward"]["calls_per_step"] == 3
+      and ops["linear_backward_weight"]["calls_per_step"] == 5
+      and ops["embedding_forward"]["calls_per_step"] == 1
+      and ops["cross_entropy_forward"]["calls_per_step"] == 1
+      and shares == sorted(shares, reverse=True) and all(s > 0 for s in shares)
+      and abs(sum(shares) - t["all_ops_share_of_step"]) < 1e-9
+      and 0 < t["all_ops_share_of_step"] <= 1.0001)
+print(json.dumps(t)[:400])
+sys.exit(0 if ok else 1)
+PY
 
 "$spillway" train "$work/tiny.toml" --set train.lrr=1 > "$work/bad.txt" 2>&1
 status=$?

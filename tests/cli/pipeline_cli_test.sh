@@ -49,6 +49,17 @@ ok = (r["ranks"] == 2 and len(r["loss"]) == 5 and len(ranks) == 2
       and len(r["nodes"]) == 1 and r["nodes"][0]["ranks"] == [0, 1] and r["nodes"][0]["cores"] > 0)
 sys.exit(0 if ok else 1)
 PY
+check "each rank's report gives its own ops' time" python3 - "$work/out/report.json" <<'PY'
+import json, sys
+ranks = json.load(open(sys.argv[1]))["pipeline"]["measured"]["ranks"]
+ops = [{o["op"]: o for o in r["time_by_op"]["ops"]} for r in ranks]
+# The embedding is on the first stage, the loss on the last; 4 microbatches a step.
+ok = (all(r["time_by_op"]["steps"] == 4 for r in ranks)
+      and ops[0]["embedding_forward"]["calls_per_step"] == 4 and "cross_entropy_forward" not in ops[0]
+      and ops[1]["cross_entropy_forward"]["calls_per_step"] == 4 and "embedding_forward" not in ops[1]
+      and all(0 < r["time_by_op"]["all_ops_share_of_step"] <= 1.0001 for r in ranks))
+sys.exit(0 if ok else 1)
+PY
 check "trace.json holds both ranks' instructions" python3 - "$work/out/trace.json" <<'PY'
 import json, sys
 t = json.load(open(sys.argv[1]))
