@@ -76,7 +76,7 @@ std::string describe_time_by_op(const nlohmann::json& time_by_op, int shown) {
   return text + part;
 }
 
-Result<std::vector<nlohmann::json>> gather_time_by_op(const StepOpTimes& times, MPI_Comm comm) {
+Result<GatheredTimeByOp> gather_time_by_op(const StepOpTimes& times, MPI_Comm comm) {
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -88,16 +88,23 @@ Result<std::vector<nlohmann::json>> gather_time_by_op(const StepOpTimes& times, 
   SPW_TRY(mpi_check(MPI_Gather(mine.data(), static_cast<int>(kStride), MPI_DOUBLE, all.data(),
                                static_cast<int>(kStride), MPI_DOUBLE, 0, comm),
                     "gathering each rank's time by op"));
-  std::vector<nlohmann::json> result;
-  for (int r = 0; rank == 0 && r < size; ++r) {
+  GatheredTimeByOp result;
+  if (rank != 0) return result;
+  OpTimes sum;
+  double step_seconds = 0;
+  for (int r = 0; r < size; ++r) {
     const double* v = all.data() + kStride * static_cast<std::size_t>(r);
     OpTimes total;
     for (std::size_t i = 0; i < kOpCount; ++i) {
       total.seconds[i] = v[2 + i];
       total.calls[i] = std::llround(v[2 + kOpCount + i]);
     }
-    result.push_back(make_time_by_op(total, std::llround(v[0]), v[1]));
+    result.ranks.push_back(make_time_by_op(total, std::llround(v[0]), v[1]));
+    sum += total;
+    step_seconds += v[1];
   }
+  // Every rank runs the same steps.
+  result.all_ranks = make_time_by_op(sum, std::llround(all[0]), step_seconds);
   return result;
 }
 

@@ -43,8 +43,15 @@ nlohmann::json time_by_op(const StepOpTimes& times);
 // "linear_backward_weight 31%, ..., other ops 4%, outside ops 6%".
 std::string describe_time_by_op(const nlohmann::json& time_by_op, int shown);
 
-// Every rank's time_by_op, on rank 0 of `comm` (ordered by rank); empty on the others.
+struct GatheredTimeByOp {
+  std::vector<nlohmann::json> ranks;  // each rank's time_by_op, ordered by rank
+  // All ranks together: seconds summed over the ranks (rank-seconds) against the ranks'
+  // step seconds summed likewise, so "outside ops" holds the bubble and the waits too.
+  nlohmann::json all_ranks;
+};
+
+// Every rank's time_by_op and their sum, on rank 0 of `comm`; empty on the others.
 // Collective over comm.
-Result<std::vector<nlohmann::json>> gather_time_by_op(const StepOpTimes& times, MPI_Comm comm);
+Result<GatheredTimeByOp> gather_time_by_op(const StepOpTimes& times, MPI_Comm comm);
 
 }  // namespace spw

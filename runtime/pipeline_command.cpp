@@ -100,12 +100,12 @@ Status train_opened_job(const JobConfig& job, const TrainCommand& command, Pipel
 
   SPW_ASSIGN_OR_RETURN(nlohmann::json pipeline, pipeline_report(*executor, comm, links, nodes.node_of));
   SPW_ASSIGN_OR_RETURN(std::vector<TraceEvent> events, gather_trace(*executor, comm));
-  SPW_ASSIGN_OR_RETURN(std::vector<nlohmann::json> op_times_by_rank,
-                       gather_time_by_op(op_times_per_step, comm));
+  SPW_ASSIGN_OR_RETURN(GatheredTimeByOp op_times, gather_time_by_op(op_times_per_step, comm));
   if (rank != 0) return Status::success();
-  for (std::size_t r = 0; r < op_times_by_rank.size(); ++r) {
-    pipeline["measured"]["ranks"][r]["time_by_op"] = op_times_by_rank[r];
+  for (std::size_t r = 0; r < op_times.ranks.size(); ++r) {
+    pipeline["measured"]["ranks"][r]["time_by_op"] = op_times.ranks[r];
   }
+  pipeline["measured"]["time_by_op"] = op_times.all_ranks;
 
   const double items_per_step =
       static_cast<double>(settings.train.batch * settings.train.model.positions_per_sample());
@@ -148,6 +148,8 @@ Status train_opened_job(const JobConfig& job, const TrainCommand& command, Pipel
               100 * pipeline["measured"]["bubble_fraction"].get<double>(),
               100 * pipeline["predicted"].value("bubble_fraction", 0.0), plan_note.c_str(),
               report_path.c_str(), timeline_note.c_str());
+  std::printf("spillway: time by op, per step, all ranks: %s\n",
+              describe_time_by_op(op_times.all_ranks, 4).c_str());
   return Status::success();
 }
 

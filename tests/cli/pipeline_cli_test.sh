@@ -58,8 +58,18 @@ ok = (all(r["time_by_op"]["steps"] == 4 for r in ranks)
       and ops[0]["embedding_forward"]["calls_per_step"] == 4 and "cross_entropy_forward" not in ops[0]
       and ops[1]["cross_entropy_forward"]["calls_per_step"] == 4 and "embedding_forward" not in ops[1]
       and all(0 < r["time_by_op"]["all_ops_share_of_step"] <= 1.0001 for r in ranks))
+# Both ranks together: rank-seconds over the ranks' summed steps.
+both = json.load(open(sys.argv[1]))["pipeline"]["measured"]["time_by_op"]
+summed = {o["op"]: o for o in both["ops"]}
+ok = ok and (both["steps"] == 4
+             and abs(both["step_seconds"] - sum(r["time_by_op"]["step_seconds"] for r in ranks)) < 1e-9
+             and summed["embedding_forward"]["calls_per_step"] == 4
+             and summed["linear_forward"]["calls_per_step"]
+                 == sum(o.get("linear_forward", {"calls_per_step": 0})["calls_per_step"] for o in ops))
 sys.exit(0 if ok else 1)
 PY
+check "rank 0 prints both ranks' time by op" \
+  grep -Eq "^spillway: time by op, per step, all ranks: [a-z_]+ [0-9]+%, .*outside ops [0-9]+%$" "$work/run.txt"
 check "trace.json holds both ranks' instructions" python3 - "$work/out/trace.json" <<'PY'
 import json, sys
 t = json.load(open(sys.argv[1]))
