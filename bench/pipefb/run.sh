@@ -36,7 +36,7 @@ for ((r = 0; r < repeats; r++)); do
         --set data.source=synthetic --set "train.steps=$steps" --set "train.microbatches=$m" \
         ${layout[$variant]} ${offload[$tier]} --set "output.dir=\"$dir\"" > "$dir.log" 2>&1 ||
         { echo "bench/pipefb: $variant/$tier failed, see $dir.log" >&2; exit 1; }
-      echo "$variant offload=$tier run=$r: $(tail -1 "$dir.log")"
+      echo "$variant offload=$tier run=$r: $(grep "^spillway: \(final\|error\)" "$dir.log" | tail -1)"
       runs+=("$variant:$tier:$dir/report.json")
     done
   done

@@ -36,7 +36,7 @@ for ((r = 0; r < repeats; r++)); do
         --set data.source=synthetic --set "train.steps=$steps" --set "train.microbatches=$m" \
         --set "parallel.schedule=\"$schedule\"" ${extra[$schedule]} \
         --set "output.dir=$dir" > "$dir.log" 2>&1
-      echo "$schedule m=$m run=$r: $(tail -1 "$dir.log")"
+      echo "$schedule m=$m run=$r: $(grep "^spillway: \(final\|error\)" "$dir.log" | tail -1)"
       runs+=("$dir/report.json")
     done
   done

@@ -151,23 +151,34 @@ template <std::size_t N>
 }
 
 // out[begin, end) = f(in) or f(g, in): two vectors an iteration (their dependent chains
-// interleave), then one, then the tail through masked loads and stores.
-template <class F>
+// interleave), then one, then the tail through masked loads and stores. With Stream (out +
+// begin 32-byte aligned) the whole vectors go to memory by streaming stores, which skip
+// reading each line of out before writing it, and a fence ends the range, so that the stores
+// are visible once the caller's threads synchronise.
+template <bool Stream = false, class F>
 inline void map8(const float* in, const float* g, float* out, std::int64_t begin,
                  std::int64_t end, F f) {
+  auto store = [out](std::int64_t i, __m256 v) {
+    if constexpr (Stream) {
+      _mm256_stream_ps(out + i, v);
+    } else {
+      _mm256_storeu_ps(out + i, v);
+    }
+  };
   std::int64_t i = begin;
   for (; i + 16 <= end; i += 16) {
     const __m256 g0 = g != nullptr ? _mm256_loadu_ps(g + i) : _mm256_setzero_ps();
     const __m256 g1 = g != nullptr ? _mm256_loadu_ps(g + i + 8) : _mm256_setzero_ps();
     const __m256 y0 = f(g0, _mm256_loadu_ps(in + i));
     const __m256 y1 = f(g1, _mm256_loadu_ps(in + i + 8));
-    _mm256_storeu_ps(out + i, y0);
-    _mm256_storeu_ps(out + i + 8, y1);
+    store(i, y0);
+    store(i + 8, y1);
   }
   for (; i + 8 <= end; i += 8) {
     const __m256 gv = g != nullptr ? _mm256_loadu_ps(g + i) : _mm256_setzero_ps();
-    _mm256_storeu_ps(out + i, f(gv, _mm256_loadu_ps(in + i)));
+    store(i, f(gv, _mm256_loadu_ps(in + i)));
   }
+  if constexpr (Stream) _mm_sfence();
   if (i < end) {
     const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(end - i)),
                                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
