@@ -143,20 +143,26 @@ struct BlockSums {
     });
   }
 
-  // Columns [0, nv) in slots k % A, each call with `column(k)` of the caller's between, so
-  // that one loop can write a block and sum the next.
+  // Columns [0, nv) in slots k % A, each followed by `column(k)` of the caller's, so that one
+  // loop can write a block and sum the next. The sum's loads come before the caller's stores
+  // of the same column: a load issued after a store to the same address modulo 4 KiB waits
+  // for it (x and y page-aligned, at d 1024 every column of the next row does), one issued
+  // before never does. Loads first made the forward 1.07-1.49x faster from L3 at d 256-1024
+  // and as fast in L1, with the same bits ([2048, d], medians of 21-31 alternated rounds,
+  // 2026-11-27, /tmp/s14/abr.cpp); in bench_kernels (op GB/s, medians of 3 alternated runs)
+  // 1.17 / 1.11x at d 512 on 1 / 2 threads, 1.24x at d 1024 on one, 0.96-1.00x elsewhere.
   template <class F>
   [[gnu::always_inline]] void add_columns(const Block<R>& b, int nv, F column) {
     int k = 0;
     for (; k + A <= nv; k += A) {
       for (int a = 0; a < A; ++a) {
-        column(k + a);
         add_column(b, k + a, a);
+        column(k + a);
       }
     }
     for (; k < nv; ++k) {
-      column(k);
       with_slot<A>(k % A, [&](auto slot) { add_column(b, k, slot); });
+      column(k);
     }
   }
 
