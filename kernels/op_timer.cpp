@@ -1,19 +1,39 @@
 #include "kernels/op_timer.hpp"
 
+#include <algorithm>
+
 namespace spw {
 
 namespace {
 
+// In KernelOp's order.
 constexpr std::array<std::string_view, kOpCount> kNames = {
-    "linear_forward",        "linear_forward_residual",  "linear_backward_input",
-    "linear_backward_weight", "bias_forward",             "bias_backward_weight",
-    "attention_forward",     "attention_backward",       "layernorm_forward",
-    "layernorm_backward_input", "layernorm_backward_weight", "gelu_forward",
-    "gelu_backward",         "relu_forward",             "relu_backward",
-    "embedding_forward",     "embedding_backward_weight", "cross_entropy_forward",
-    "cross_entropy_backward", "count_correct",           "residual_forward",
+    "linear_forward",
+    "linear_forward_residual",
+    "linear_backward_input",
+    "linear_backward_weight",
+    "bias_forward",
+    "bias_backward_weight",
+    "attention_forward",
+    "attention_backward",
+    "layernorm_forward",
+    "layernorm_backward_input",
+    "layernorm_backward_weight",
+    "gelu_forward",
+    "gelu_backward",
+    "relu_forward",
+    "relu_backward",
+    "embedding_forward",
+    "embedding_backward_weight",
+    "cross_entropy_forward",
+    "cross_entropy_backward",
+    "count_correct",
+    "residual_forward",
     "accumulate",
 };
+// A name left out would be empty, not a compile error.
+static_assert(std::ranges::none_of(kNames, [](std::string_view name) { return name.empty(); }),
+              "every KernelOp needs its name in kNames");
 
 // Nanoseconds rather than seconds: integer atomics add without a compare-and-swap loop.
 std::array<std::atomic<std::int64_t>, kOpCount> g_nanoseconds{};
