@@ -30,6 +30,7 @@ constexpr std::array<std::string_view, kOpCount> kNames = {
     "count_correct",
     "residual_forward",
     "accumulate",
+    "optimizer_step",
 };
 // A name left out would be empty, not a compile error.
 static_assert(std::ranges::none_of(kNames, [](std::string_view name) { return name.empty(); }),

@@ -1,6 +1,6 @@
 // Wall time spent in each kernel op, per process: where a step's time goes, as the memory
 // ledger says where its bytes go. Every public op in kernels/ops times itself with an
-// OpTimer. An op called from inside another op counts towards the outer one only, so on one
+// OpTimer, and so does the optimizer's step. An op called from inside another op counts towards the outer one only, so on one
 // thread the seconds of all ops add up to at most that thread's wall time. Timing costs two
 // clock reads and two atomic additions a call (67 ns on the Zen 3 VM, 2026-11-27, against
 // the microseconds or more an op takes), so it is always on. Reports take the difference of
@@ -39,8 +39,9 @@ enum class KernelOp : int {
   count_correct,
   residual_forward,
   accumulate,
+  optimizer_step,  // runtime/optimizer.cpp's update of all parameters, timed as an op too
 };
-inline constexpr std::size_t kOpCount = static_cast<std::size_t>(KernelOp::accumulate) + 1;
+inline constexpr std::size_t kOpCount = static_cast<std::size_t>(KernelOp::optimizer_step) + 1;
 
 // The op's C++ function name, e.g. "layernorm_forward".
 std::string_view op_name(KernelOp op);

@@ -5,6 +5,8 @@
 #include <unordered_set>
 #include <utility>
 
+#include "kernels/op_timer.hpp"
+
 namespace spw {
 namespace {
 
@@ -18,6 +20,7 @@ class Sgd final : public Optimizer {
                                           : std::vector<std::string>{}) {}
 
   Status step() override {
+    const OpTimer timer(KernelOp::optimizer_step);
     const float lr = static_cast<float>(settings_.lr);
     const float mu = static_cast<float>(settings_.momentum);
     const bool with_momentum = !state_names_.empty();
@@ -59,6 +62,7 @@ class AdamW final : public Optimizer {
       : Optimizer(settings, std::move(parameters), {"exp_avg", "exp_avg_sq"}) {}
 
   Status step() override {
+    const OpTimer timer(KernelOp::optimizer_step);
     const double t = static_cast<double>(step_ + 1);
     const double lr = settings_.lr;
     // Bias corrections in double, as torch computes them on the host in Python floats.

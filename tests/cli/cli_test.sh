@@ -53,6 +53,7 @@ ok = (t["steps"] == 2 and t["step_seconds"] > 0
       and ops["linear_backward_weight"]["calls_per_step"] == 5
       and ops["embedding_forward"]["calls_per_step"] == 1
       and ops["cross_entropy_forward"]["calls_per_step"] == 1
+      and ops["optimizer_step"]["calls_per_step"] == 1
       and shares == sorted(shares, reverse=True) and all(s > 0 for s in shares)
       and abs(sum(shares) - t["all_ops_share_of_step"]) < 1e-9
       and 0 < t["all_ops_share_of_step"] <= 1.0001)

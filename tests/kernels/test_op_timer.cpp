@@ -41,6 +41,7 @@ TEST(OpTimer, NamesAreTheOpsFunctionNamesEachItsOwn) {
   EXPECT_EQ(op_name(KernelOp::layernorm_backward_weight), "layernorm_backward_weight");
   EXPECT_EQ(op_name(KernelOp::embedding_forward), "embedding_forward");
   EXPECT_EQ(op_name(KernelOp::accumulate), "accumulate");
+  EXPECT_EQ(op_name(KernelOp::optimizer_step), "optimizer_step");
 }
 
 TEST(OpTimer, CountsOneCallAndAtLeastItsWallTime) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/memory_ledger.hpp"
+#include "kernels/op_timer.hpp"
 
 namespace spw {
 namespace {
@@ -283,6 +284,21 @@ TEST(Optimizer, ZeroGradClearsEveryGradient) {
   optimizer->zero_grad();
   for (const Param& p : params) {
     for (std::int64_t i = 0; i < p.grad.numel(); ++i) ASSERT_EQ(p.grad.data()[i], 0.0f);
+  }
+}
+
+TEST(Optimizer, EachStepCountsAsOneOptimizerStepInTheOpTimes) {
+  for (const char* kind : {"sgd", "adamw"}) {
+    auto params = small_model();
+    OptimizerSettings s = adamw_settings();
+    s.kind = kind;
+    auto optimizer = make(s, named(params));
+    const OpTimes before = op_times();
+    ASSERT_TRUE(optimizer->step().ok());
+    ASSERT_TRUE(optimizer->step().ok());
+    const OpTimes d = op_times().since(before);
+    EXPECT_EQ(d.calls_of(KernelOp::optimizer_step), 2) << kind;
+    EXPECT_GT(d.seconds_of(KernelOp::optimizer_step), 0) << kind;
   }
 }
 
