@@ -1,10 +1,11 @@
 // Wall time spent in each kernel op, per process: where a step's time goes, as the memory
 // ledger says where its bytes go. Every public op in kernels/ops times itself with an
-// OpTimer, and so does the optimizer's step. An op called from inside another op counts towards the outer one only, so on one
-// thread the seconds of all ops add up to at most that thread's wall time. Timing costs two
-// clock reads and two atomic additions a call (67 ns on the Zen 3 VM, 2026-11-27, against
-// the microseconds or more an op takes), so it is always on. Reports take the difference of
-// two op_times() readings around the steps they cover.
+// OpTimer, and so does the optimizer's step. An op called from inside another op counts
+// towards the outer one only, so on one thread the seconds of all ops add up to at most
+// that thread's wall time. Timing costs two clock reads and two atomic additions a call (67
+// ns on the Zen 3 VM, 2026-11-27, against the microseconds or more an op takes), so it is
+// always on. Reports take the difference of two op_times() readings around the steps they
+// cover.
 #pragma once
 
 #include <array>

@@ -19,7 +19,7 @@
 // 1.12-1.20x faster in L1 and 1.09-1.11x from L3 (medians of 31 alternated rounds). Two rows
 // with one accumulator each took 2.5-2.8 in L1 but 3.5-3.9 from L3; retried once the loads
 // came before the stores (add_columns), they ran 1.08-1.18x as fast as one row in one sitting
-// and 0.87-1.08x in the next (/tmp/s14/abR.cpp), so one row stays.
+// and 0.87-1.20x in the next (/tmp/s14/abR.cpp), so one row stays.
 #pragma once
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -73,18 +73,19 @@ inline __m128 sum_lanes4(__m256 a, __m256 b, __m256 c, __m256 e) {
 // from its mean (Σc² > 16 d var) takes a second pass shifted by the mean so found (see
 // layernorm_rows.hpp).
 //
-// Measured on the Zen 3 (one thread, [2048, d], variants alternated with each other and with
-// memcpy in one process, median CPU times, as a share of memcpy's rate at d 256 / 512 /
-// 1024): R = 1 with two accumulators a row 66-68 / 82-84 / 85-89%, R = 2 with two 57-68 /
+// Measured on the Zen 3 (one thread, [2048, d], variants alternated with each other and
+// with memcpy in one process, median CPU times, as a share of memcpy's rate at d 256 / 512
+// / 1024): R = 1 with two accumulators a row 66-68 / 82-84 / 85-89%, R = 2 with two 57-68 /
 // 56-67 / 77-86%, R = 2 with one 62 / 72-77 / 90-107%, R = 4 with one (the AVX-512 layout)
 // 54-58 / 58-63 / 47-65%. One accumulator for one row is a chain of one FMA (4 cycles) per
 // vector, which the loop then waits on. The AVX-512 kernel's offset between the columns the
 // two halves of the loop touch (against 4 KiB aliasing) made it no faster here (R = 2, in
-// bench_kernels: 47 / 51 / 71% with it, 62 / 56 / 72% without), so the loop reads and writes
-// the same column, its loads first (add_columns). Summing the statistics two blocks ahead instead of one, so that the chain
-// ending a block's statistics (horizontal sums, square root, division) has a whole block of
-// independent work behind it, was no faster (2026-11-27, d 256: 65% of memcpy against 68%,
-// ahead in 4 of 15 alternated rounds; d 512 and 1024 likewise): that chain is not the bound.
+// bench_kernels: 47 / 51 / 71% with it, 62 / 56 / 72% without), so the loop reads and
+// writes the same column, its loads first (add_columns). Summing the statistics two blocks
+// ahead instead of one, so that the chain ending a block's statistics (horizontal sums,
+// square root, division) has a whole block of independent work behind it, was no faster
+// (2026-11-27, d 256: 65% of memcpy against 68%, ahead in 4 of 15 alternated rounds; d 512
+// and 1024 likewise): that chain is not the bound.
 
 // Rows in flight, and accumulators a row for each of Σc and Σc².
 inline constexpr int kBlockRows = 1;
