@@ -6,7 +6,8 @@
 // F, B and then a W once more than r are pending; in the cool-down a W follows every B (it
 // fills the wait for the next gradient) and the last ones close the iteration, where 1F1B
 // would idle. With equal F, B and W times the bubble is (P-1)(F+B-W) instead of 1F1B's
-// (P-1)(F+B+W): a third.
+// (P-1)(F+B+W): a third. With unequal ones it is (P-1) max(F, B, F+B-W) (equal stages, m >=
+// P; partition/README.md says why the first two are floors for this stash limit).
 #include <algorithm>
 #include <deque>
 

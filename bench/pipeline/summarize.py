@@ -6,10 +6,15 @@ Per (schedule, m): medians over repeats of the measured iteration time and bubbl
 own figures are medians over its steps after the first) and of the simulator's prediction.
 Closed forms for P ranks, m microbatches, v chunks, with equal stages and free links:
   GPipe, 1F1B (atomic backward): (P-1)/(m+P-1); interleaved: (P-1)/(v*m+P-1);
-  ZB-H1: (P-1)(F+B-W) idle per rank (Qi et al. 2024), over an iteration of m(F+B+W) plus
-  that; with F = B = W a third of 1F1B's, (P-1)/3 / (m + (P-1)/3). The table gives it both
-  for F = B = W and for the F, B and W the run measured (means over its stages), since the
-  closed form depends on them and this model's W is shorter than its B.
+  ZB-H1: (P-1) max(F, B, F+B-W) idle per rank, over an iteration of m(F+B+W) plus that;
+  with F = B = W a third of 1F1B's, (P-1)/3 / (m + (P-1)/3). F+B-W is Qi et al.'s (2024)
+  and the largest when W <= min(F, B); the other two are floors for any schedule that holds
+  at most P stashes on the first rank: the last rank starts (P-1)F late, and the first one,
+  done with its P forwards, waits (P-1)B for its first gradient with no W to run (the
+  simulator's test ZeroBubbleH1IdlesTheLargestOfFBAndFPlusBMinusWPerHop holds our ZB-H1 to
+  this form). The table gives it both for F = B = W and for the F, B and W the run measured
+  (means over its stages), since it depends on them: on gpt-s they lie within a few percent
+  of each other, W above F in about a third of the runs.
 The closed forms assume equal stages. On a shared VM one core may run 10-20% slower than the
 other for minutes, which makes one stage slower whatever the split, so each row also gives
 the median stage imbalance (slowest stage's F + B + W over the mean) and the median bubble
@@ -25,7 +30,7 @@ F, B, W for ZB-H1), with the count: how much of a bubble above the closed form t
 uneven pace explains. Its last column compares every such step with the closed form at the
 paces its ranks really ran: no schedule can end a step before its slowest rank has done its
 work and idled the closed form's idle ((P-1)(F+B+W) per rank for GPipe, 1F1B and interleaved,
-whose stages are chunks, (P-1)(F+B-W) for ZB-H1, with the run's measured F, B, W), so the step's
+whose stages are chunks, (P-1) max(F, B, F+B-W) for ZB-H1, with the run's measured F, B, W), so the step's
 bound is 1 - mean busy / (slowest rank's busy + that idle); with equal paces it is the closed
 form itself.
 """
@@ -39,7 +44,7 @@ def closed_form_idle_seconds(schedule, P, f, b, w):
     """Idle per rank that the closed form counts, in seconds, at per-stage F, B, W (a stage of
     an interleaved pipeline is one chunk, so its closed form's v is already in them)."""
     if schedule == "zb-h1":
-        return (P - 1) * (f + b - w)
+        return (P - 1) * max(f, b, f + b - w)
     return (P - 1) * (f + b + w)
 
 

@@ -86,6 +86,31 @@ TEST(ClosedForm, ZeroBubbleH1CutsTheBubbleToAThird) {
   }
 }
 
+// With F, B and W unequal (as measured: gpt-s's B is longer than its W), equal stages and
+// m >= P, the iteration is m(F+B+W) + (P-1) max(F, B, F+B-W). The first two are floors for
+// any schedule that, like ZB-H1, holds at most P stashes on the first rank: the last rank
+// cannot start before (P-1)F, and the first rank, done with its P forwards, waits (P-1)B for
+// its first gradient with no W to run. The third is Qi et al.'s (P-1)(F+B-W), which holds
+// when W <= min(F, B) and is then the largest; bench/pipeline's summary uses the same form.
+TEST(ClosedForm, ZeroBubbleH1IdlesTheLargestOfFBAndFPlusBMinusWPerHop) {
+  struct Costs {
+    double f, b, w;
+  };
+  for (const Costs c : {Costs{1, 1.1, 0.95}, Costs{1, 1.3, 0.8}, Costs{1, 2, 1},
+                        Costs{1, 1, 0.25}, Costs{1, 0.9, 1.1}, Costs{0.5, 1.5, 1}})
+    for (int P : {2, 3, 4, 8})
+      for (int m : {P, P + 1, 2 * P, 16}) {
+        CostModel costs = unit_costs();
+        costs.stages[0].forward_s = c.f;
+        costs.stages[0].backward_input_s = c.b;
+        costs.stages[0].backward_weight_s = c.w;
+        const Simulation zb = run(make_zb_h1({P, m, 1, false}), costs);
+        const double per_hop = std::max({c.f, c.b, c.f + c.b - c.w});
+        EXPECT_NEAR(zb.iteration_s, m * (c.f + c.b + c.w) + (P - 1) * per_hop, 1e-9)
+            << "F=" << c.f << " B=" << c.b << " W=" << c.w << " P=" << P << " m=" << m;
+      }
+}
+
 TEST(ClosedForm, ZeroBubbleH1BeatsOneFOneBWheneverThereIsAPipelineToFill) {
   for (int P : {2, 3, 4, 8})
     for (int m : {1, 2, 4, 8, 16}) {
