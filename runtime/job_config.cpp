@@ -30,6 +30,9 @@ constexpr Spelling<DataKind> kDataSources[] = {{"text", DataKind::text},
                                                  {"synthetic", DataKind::synthetic}};
 constexpr Spelling<OptimizerKind> kOptimizers[] = {{"sgd", OptimizerKind::sgd},
                                                    {"adamw", OptimizerKind::adamw}};
+constexpr Spelling<LrDecay> kLrDecays[] = {{"constant", LrDecay::constant},
+                                           {"cosine", LrDecay::cosine},
+                                           {"linear", LrDecay::linear}};
 constexpr Spelling<ScheduleKind> kSchedules[] = {{"gpipe", ScheduleKind::gpipe},
                                              {"1f1b", ScheduleKind::one_f_one_b},
                                              {"interleaved", ScheduleKind::interleaved},
@@ -65,7 +68,8 @@ const std::vector<SectionSchema>& schema() {
       {"data", {"source", "path"}},
       {"train",
        {"batch", "microbatches", "steps", "epochs", "optimizer", "lr", "momentum", "beta1",
-        "beta2", "eps", "weight_decay", "seed", "init_from"}},
+        "beta2", "eps", "weight_decay", "seed", "init_from", "lr_decay", "warmup_steps",
+        "decay_steps", "min_lr"}},
       {"parallel", {"stages", "replicas", "schedule", "chunks", "layout"}},
       {"offload", {"tier", "keep", "lookahead", "verify", "dir", "engine_pu"}},
       {"memory", {"cap"}},
@@ -538,6 +542,31 @@ Status read_data(const JobReader& r, DataConfig& data) {
   return Status::success();
 }
 
+Status read_lr_schedule(const JobReader& r, TrainConfig& train) {
+  SPW_TRY(r.read_enum("train.lr_decay", kLrDecays, train.lr_decay));
+  SPW_TRY(r.read_integer("train.warmup_steps", train.warmup_steps, 0));
+  SPW_TRY(r.read_optional_integer("train.decay_steps", train.decay_steps, 1));
+  SPW_TRY(r.read_number("train.min_lr", train.min_lr, Bound::non_negative));
+  if (train.min_lr > train.lr) {
+    return r.fail_at({"train.min_lr", "train.lr"},
+                     "'train.min_lr' (" + format_number(train.min_lr) +
+                         ") must not exceed 'train.lr' (" + format_number(train.lr) + ")");
+  }
+  // Either would do nothing without a decay: most likely the decay was forgotten.
+  if (train.lr_decay == LrDecay::constant && (train.decay_steps || train.min_lr > 0)) {
+    return r.fail_at({"train.lr_decay", train.decay_steps ? "train.decay_steps" : "train.min_lr"},
+                     std::string("'") + (train.decay_steps ? "train.decay_steps" : "train.min_lr") +
+                         "' needs a decay: set 'train.lr_decay' to \"cosine\" or \"linear\"");
+  }
+  if (train.decay_steps && *train.decay_steps <= train.warmup_steps) {
+    return r.fail_at({"train.decay_steps", "train.warmup_steps"},
+                     "'train.decay_steps' (" + std::to_string(*train.decay_steps) +
+                         ") must exceed 'train.warmup_steps' (" +
+                         std::to_string(train.warmup_steps) + "): the decay starts after it");
+  }
+  return Status::success();
+}
+
 Status read_train(const JobReader& r, TrainConfig& train) {
   SPW_TRY(r.read_integer("train.batch", train.batch, 1));
   SPW_TRY(r.read_integer("train.microbatches", train.microbatches, 1));
@@ -563,7 +592,7 @@ Status read_train(const JobReader& r, TrainConfig& train) {
   SPW_TRY(r.read_number("train.weight_decay", train.weight_decay, Bound::non_negative));
   SPW_TRY(r.read_integer("train.seed", train.seed, 0));
   SPW_TRY(r.read_string("train.init_from", train.init_from));
-  return Status::success();
+  return read_lr_schedule(r, train);
 }
 
 Status read_stages(const JobReader& r, StagesSpec& stages) {
@@ -821,6 +850,10 @@ nlohmann::json to_json(const JobConfig& config) {
   train_json["weight_decay"] = train.weight_decay;
   train_json["seed"] = train.seed;
   train_json["init_from"] = train.init_from;
+  train_json["lr_decay"] = to_string(train.lr_decay);
+  train_json["warmup_steps"] = train.warmup_steps;
+  if (train.decay_steps) train_json["decay_steps"] = *train.decay_steps;
+  train_json["min_lr"] = train.min_lr;
 
   const ParallelConfig& parallel = config.parallel;
   json& parallel_json = out["parallel"];

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/status.hpp"
+#include "runtime/lr_schedule.hpp"
 
 namespace spw {
 
@@ -73,6 +74,11 @@ struct TrainConfig {
   double weight_decay = 0.0;
   std::uint64_t seed = 1234;
   std::string init_from;  // checkpoint to start from; empty: fresh initialisation
+  // The learning rate: lr is its peak (runtime/lr_schedule.hpp has the formulas).
+  LrDecay lr_decay = LrDecay::constant;       // "constant", "cosine" or "linear"
+  std::int64_t warmup_steps = 0;              // linear from lr / warmup_steps up to lr
+  std::optional<std::int64_t> decay_steps;    // where the decay reaches min_lr; unset: last step
+  double min_lr = 0.0;                        // the decay's floor, <= lr
   bool operator==(const TrainConfig&) const = default;
 };
 

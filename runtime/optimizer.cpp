@@ -21,7 +21,7 @@ class Sgd final : public Optimizer {
 
   Status step() override {
     const OpTimer timer(KernelOp::optimizer_step);
-    const float lr = static_cast<float>(settings_.lr);
+    const float lr = static_cast<float>(learning_rate());
     const float mu = static_cast<float>(settings_.momentum);
     const bool with_momentum = !state_names_.empty();
     // torch starts the buffer as a copy of the first gradient rather than from zero.
@@ -64,7 +64,7 @@ class AdamW final : public Optimizer {
   Status step() override {
     const OpTimer timer(KernelOp::optimizer_step);
     const double t = static_cast<double>(step_ + 1);
-    const double lr = settings_.lr;
+    const double lr = learning_rate();
     // Bias corrections in double, as torch computes them on the host in Python floats.
     const double correction1 = 1.0 - std::pow(settings_.beta1, t);
     const double correction2 = 1.0 - std::pow(settings_.beta2, t);
@@ -117,6 +117,7 @@ Status validate_settings(const OptimizerSettings& s) {
         StatusCode::invalid_argument,
         "optimizer weight_decay must be finite and >= 0, got " + std::to_string(s.weight_decay));
   }
+  SPW_TRY(validate_schedule(s.lr, s.schedule));
   if (s.kind == "sgd" && !in_unit_interval(s.momentum)) {
     return error(StatusCode::invalid_argument,
                  "sgd momentum must be in [0, 1), got " + std::to_string(s.momentum));

@@ -19,6 +19,7 @@
 
 #include "kernels/status.hpp"
 #include "kernels/tensor.hpp"
+#include "runtime/lr_schedule.hpp"
 #include "runtime/parameters.hpp"
 
 namespace spw {
@@ -31,6 +32,7 @@ struct OptimizerSettings {
   double beta2 = 0.999;   // adamw
   double eps = 1e-8;      // adamw
   double weight_decay = 0.0;
+  LrSchedule schedule;  // lr is its peak; constant by default
 };
 
 class Optimizer {
@@ -49,8 +51,9 @@ class Optimizer {
   // For a resumed run: the count saved with the state. invalid_argument if negative.
   Status set_step(std::int64_t step);
 
-  // The learning rate of the next step, for schedules (warm-up, cosine decay).
-  double learning_rate() const { return settings_.lr; }
+  // The learning rate the next step() uses: settings().schedule applied to the base rate.
+  double learning_rate() const { return scheduled_lr(settings_.lr, settings_.schedule, step_ + 1); }
+  // Sets the base rate (the schedule's peak), for a driver that moves it itself.
   void set_learning_rate(double lr) { settings_.lr = lr; }
 
   const OptimizerSettings& settings() const { return settings_; }
@@ -84,7 +87,7 @@ class Optimizer {
 };
 
 // Validates the settings (known kind, lr >= 0, momentum and betas in [0, 1), eps > 0,
-// weight_decay >= 0) and the parameters (non-empty unique names, value and grad set, grad
+// weight_decay >= 0, the schedule as validate_schedule checks it) and the parameters (non-empty unique names, value and grad set, grad
 // shaped like value, no tensor passed twice), then allocates the state.
 Result<std::unique_ptr<Optimizer>> make_optimizer(const OptimizerSettings& settings,
                                                   std::vector<NamedParameter> parameters);

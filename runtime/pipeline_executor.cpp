@@ -113,6 +113,16 @@ Status PipelineExecutor::setup(const PipelineSettings& settings, MPI_Comm world)
   }
 
   SPW_ASSIGN_OR_RETURN(data_, open_batch_source(train.data, train.model, train.seed));
+  const std::int64_t batch = train.batch;
+  total_steps_ = train.steps > 0 ? train.steps : train.epochs * (data_->samples_per_epoch() / batch);
+  if (total_steps_ < 1) {
+    return error(StatusCode::invalid_argument,
+                 "the job has no steps: set train.steps, or train.epochs with a data set "
+                 "of at least one batch");
+  }
+  // Like the trainer: a decay the job does not end ends at the run's last step.
+  LrSchedule& schedule = settings_.train.optimizer.schedule;
+  if (schedule.decay_steps == 0) schedule.decay_steps = total_steps_;
   std::vector<NamedParameter> all, trained;
   const int local_chunks = schedule_.chunks_on(pipeline_rank_);
   for (int c = 0; c < local_chunks; ++c) {
@@ -148,13 +158,6 @@ Status PipelineExecutor::setup(const PipelineSettings& settings, MPI_Comm world)
                     "counting parameters"));
   model_parameters_ = static_cast<std::size_t>(total);
 
-  const std::int64_t batch = train.batch;
-  total_steps_ = train.steps > 0 ? train.steps : train.epochs * (data_->samples_per_epoch() / batch);
-  if (total_steps_ < 1) {
-    return error(StatusCode::invalid_argument,
-                 "the job has no steps: set train.steps, or train.epochs with a data set "
-                 "of at least one batch");
-  }
 
   for (std::size_t i = 0; i < list_.size(); ++i) {
     const sched::Instruction& in = list_[i];

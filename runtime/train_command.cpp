@@ -44,6 +44,10 @@ Result<TrainSettings> train_settings_from(const JobConfig& job) {
   s.optimizer.beta2 = job.train.beta2;
   s.optimizer.eps = job.train.eps;
   s.optimizer.weight_decay = job.train.weight_decay;
+  s.optimizer.schedule.decay = job.train.lr_decay;
+  s.optimizer.schedule.warmup_steps = job.train.warmup_steps;
+  s.optimizer.schedule.decay_steps = job.train.decay_steps.value_or(0);
+  s.optimizer.schedule.min_lr = job.train.min_lr;
   s.seed = job.train.seed;
   s.init_from = job.train.init_from;
   s.memory_cap = job.memory.cap;

@@ -23,10 +23,6 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainSettings& settings) 
   SPW_ASSIGN_OR_RETURN(trainer->data_, open_batch_source(settings.data, settings.model, settings.seed));
   SPW_ASSIGN_OR_RETURN(trainer->model_, Model::build(settings.model));
   SPW_TRY(trainer->model_->init_parameters(settings.seed));
-  SPW_ASSIGN_OR_RETURN(trainer->optimizer_,
-                       make_optimizer(settings.optimizer, trainer->model_->parameters()));
-  trainer->states_.resize(trainer->model_->size());
-
   trainer->total_steps_ = settings.steps > 0 ? settings.steps
                                              : settings.epochs * trainer->steps_per_epoch();
   if (trainer->total_steps_ < 1) {
@@ -34,6 +30,11 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainSettings& settings) 
                  "the job has no steps: set train.steps, or train.epochs with a data set "
                  "of at least one batch");
   }
+  LrSchedule& schedule = trainer->settings_.optimizer.schedule;
+  if (schedule.decay_steps == 0) schedule.decay_steps = trainer->total_steps_;
+  SPW_ASSIGN_OR_RETURN(trainer->optimizer_, make_optimizer(trainer->settings_.optimizer,
+                                                           trainer->model_->parameters()));
+  trainer->states_.resize(trainer->model_->size());
   if (!settings.init_from.empty()) {
     SPW_TRY(load_parameters(settings.init_from, trainer->model_->parameters()));
   }

@@ -142,7 +142,8 @@ SPW_API spw_status spw_session_free(spw_session session);
  * whole job by spw_job_check and spw_trainer_create; spw_job_set checks only the key and
  * the value's TOML syntax, since a job is often inconsistent half-way through being set.
  * spw_trainer_train says how many steps to run, so a job may leave out train.steps and
- * train.epochs (the CLI needs one of them); it is then checked as if train.steps = 1.
+ * train.epochs (the CLI needs one of them); it is then checked as if train.steps = 1, and a
+ * learning-rate decay (train.lr_decay) must say where it ends (train.decay_steps).
  *
  * A model can also be built by calls instead of model.* keys:
  *   MLP: spw_job_set_input(job, 784); spw_job_add_dense(job, 1024); spw_job_add_dense(job, 10);

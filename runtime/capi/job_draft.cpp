@@ -171,6 +171,16 @@ AbiError JobDraft::resolve(JobConfig& out) const {
   }
   auto job = parse_job_string(text_, source_name_, overrides, kSetLabel);
   if (!job.ok()) return from_status(job.status());
+  // The stand-in length would end the decay at step 1 and hold min_lr from then on.
+  const bool length_is_stand_in =
+      !text_sets_length_ && !sets_key("train.steps") && !sets_key("train.epochs");
+  if (length_is_stand_in && job->train.lr_decay != LrDecay::constant &&
+      !job->train.decay_steps) {
+    return {SPW_ERR_CONFIG, "train.lr_decay = \"" + to_string(job->train.lr_decay) +
+                                "\" needs train.decay_steps (or train.steps): through the C "
+                                "ABI spw_trainer_train decides how long the run is, so the "
+                                "job must say where the decay ends"};
+  }
   out = std::move(job).value();
   return ok();
 }

@@ -190,6 +190,15 @@ static void jobs(const char* scratch) {
   EXPECT(spw_job_check(job), SPW_ERR_CONFIG, "'train.microbatches' (3)");
   EXPECT_OK(spw_job_set(job, "train.microbatches", "4"));
   EXPECT_OK(spw_job_check(job));
+  /* Without a length the job cannot end a decay at the run's last step: it must say where. */
+  EXPECT_OK(spw_job_set(job, "train.lr_decay", "\"cosine\""));
+  EXPECT(spw_job_check(job), SPW_ERR_CONFIG,
+         "train.lr_decay = \"cosine\" needs train.decay_steps (or train.steps)");
+  EXPECT_OK(spw_job_set(job, "train.decay_steps", "100"));
+  EXPECT_OK(spw_job_check(job));
+  EXPECT_OK(spw_job_set(job, "train.lr_decay", "\"constant\""));
+  EXPECT(spw_job_check(job), SPW_ERR_CONFIG, "'train.decay_steps' needs a decay");
+  EXPECT_OK(spw_job_set(job, "train.lr_decay", "\"linear\""));
   /* A job that says how long to train keeps it; exactly one of the two is allowed. */
   EXPECT_OK(spw_job_set(job, "train.epochs", "1"));
   EXPECT_OK(spw_job_check(job));

@@ -81,6 +81,10 @@ eps = 1e-6
 weight_decay = 0.1
 seed = 7
 init_from = "runs/a/ckpt-100.h5"
+lr_decay = "cosine"
+warmup_steps = 5
+decay_steps = 40
+min_lr = 3e-5
 
 [parallel]
 stages = [[0, 1], [2, 3], [4, 5]]
@@ -151,6 +155,10 @@ TEST(JobConfigDefaults, MinimalJobHasDocumentedDefaults) {
   EXPECT_DOUBLE_EQ(c.train.weight_decay, 0.0);
   EXPECT_EQ(c.train.seed, 1234u);
   EXPECT_EQ(c.train.init_from, "");
+  EXPECT_EQ(c.train.lr_decay, LrDecay::constant);
+  EXPECT_EQ(c.train.warmup_steps, 0);
+  EXPECT_FALSE(c.train.decay_steps.has_value());
+  EXPECT_DOUBLE_EQ(c.train.min_lr, 0.0);
   EXPECT_EQ(c.parallel.stages.form, StagesSpec::Form::automatic);
   EXPECT_EQ(c.parallel.replicas, 1);
   EXPECT_EQ(c.parallel.schedule, ScheduleKind::one_f_one_b);
@@ -245,6 +253,10 @@ TEST(JobConfigExamples, EveryKey) {
   EXPECT_DOUBLE_EQ(c.train.weight_decay, 0.1);
   EXPECT_EQ(c.train.seed, 7u);
   EXPECT_EQ(c.train.init_from, "runs/a/ckpt-100.h5");
+  EXPECT_EQ(c.train.lr_decay, LrDecay::cosine);
+  EXPECT_EQ(c.train.warmup_steps, 5);
+  EXPECT_EQ(c.train.decay_steps, 40);
+  EXPECT_DOUBLE_EQ(c.train.min_lr, 3e-5);
   EXPECT_EQ(c.parallel.stages.form, StagesSpec::Form::ranges);
   EXPECT_EQ(c.parallel.stages.ranges,
             (std::vector<StageRange>{{0, 1}, {2, 3}, {4, 5}}));
@@ -373,6 +385,9 @@ TEST(JobConfigEnums, ListAllowedValues) {
             "\"synthetic\", got integer");
   EXPECT_EQ(error_of("[train]\nsteps = 1\noptimizer = \"adam\"\n"),
             "job.toml:3: 'train.optimizer' must be one of \"sgd\" or \"adamw\", got \"adam\"");
+  EXPECT_EQ(error_of("[train]\nsteps = 1\nlr_decay = \"step\"\n"),
+            "job.toml:3: 'train.lr_decay' must be one of \"constant\", \"cosine\" or \"linear\", "
+            "got \"step\"");
   EXPECT_EQ(error_of(kTrain + "[parallel]\nlayout = \"fancy\"\n"),
             "job.toml:4: 'parallel.layout' must be one of \"auto\", \"classic\" or \"pipefb\", "
             "got \"fancy\"");
@@ -491,6 +506,35 @@ TEST(JobConfigRanges, Train) {
             "job.toml:2: 'train.steps' must be at least 1, got 0");
   EXPECT_EQ(error_of("[train]\nsteps = 1\nseed = -1\n"),
             "job.toml:3: 'train.seed' must be at least 0, got -1");
+}
+
+TEST(JobConfigRanges, LearningRateSchedule) {
+  const std::string cosine = "[train]\nsteps = 100\nlr_decay = \"cosine\"\n";
+  EXPECT_EQ(error_of(cosine + "warmup_steps = -1\n"),
+            "job.toml:4: 'train.warmup_steps' must be at least 0, got -1");
+  EXPECT_EQ(error_of(cosine + "decay_steps = 0\n"),
+            "job.toml:4: 'train.decay_steps' must be at least 1, got 0");
+  EXPECT_EQ(error_of(cosine + "min_lr = -1e-5\n"),
+            "job.toml:4: 'train.min_lr' must be at least 0, got -1e-05");
+  EXPECT_EQ(error_of(cosine + "min_lr = 0.01\n"),
+            "job.toml:4: 'train.min_lr' (0.01) must not exceed 'train.lr' (0.001)");
+  EXPECT_EQ(error_of(cosine + "min_lr = 1e-4\n", {"train.lr=5e-5"}),
+            "--set train.lr=5e-5: 'train.min_lr' (0.0001) must not exceed 'train.lr' (5e-05)");
+  EXPECT_EQ(error_of(cosine + "warmup_steps = 20\ndecay_steps = 20\n"),
+            "job.toml:5: 'train.decay_steps' (20) must exceed 'train.warmup_steps' (20): the "
+            "decay starts after it");
+  EXPECT_EQ(error_of("[train]\nsteps = 100\nmin_lr = 1e-5\n"),
+            "job.toml:3: 'train.min_lr' needs a decay: set 'train.lr_decay' to \"cosine\" or "
+            "\"linear\"");
+  EXPECT_EQ(error_of("[train]\nsteps = 100\ndecay_steps = 50\n"),
+            "job.toml:3: 'train.decay_steps' needs a decay: set 'train.lr_decay' to \"cosine\" "
+            "or \"linear\"");
+  // A warm-up alone, and one longer than the run, are fine.
+  EXPECT_TRUE(parse("[train]\nsteps = 10\nwarmup_steps = 50\n").ok());
+  Result<JobConfig> linear = parse(cosine, {"train.lr_decay=\"linear\"", "train.min_lr=1e-4"});
+  ASSERT_TRUE(linear.ok()) << linear.status().message();
+  EXPECT_EQ(linear->train.lr_decay, LrDecay::linear);
+  EXPECT_DOUBLE_EQ(linear->train.min_lr, 1e-4);
 }
 
 TEST(JobConfigRanges, StepsXorEpochs) {
@@ -705,6 +749,9 @@ TEST(JobConfigJson, CarriesResolvedValues) {
   EXPECT_FALSE(j["train"].contains("epochs"));
   EXPECT_EQ(j["train"]["optimizer"], "adamw");
   EXPECT_DOUBLE_EQ(j["train"]["lr"].get<double>(), 1e-3);
+  EXPECT_EQ(j["train"]["lr_decay"], "constant");
+  EXPECT_EQ(j["train"]["warmup_steps"], 0);
+  EXPECT_FALSE(j["train"].contains("decay_steps"));  // unset: the run's last step
   EXPECT_EQ(j["parallel"]["stages"], "auto");
   EXPECT_EQ(j["parallel"]["schedule"], "1f1b");
   EXPECT_EQ(j["parallel"]["layout"], "auto");

@@ -117,6 +117,46 @@ TEST(Trainer, ResumedRunContinuesBitIdentically) {
   std::filesystem::remove_all(dir);
 }
 
+// A warm-up and a cosine decay that ends at the run's last step (decay_steps left to the
+// trainer); resuming mid-way continues on the same rates, bit for bit, since the rate is a
+// function of the step the checkpoint restores.
+TEST(Trainer, ScheduledRunFollowsItsScheduleAndResumesBitIdentically) {
+  TrainSettings settings = tiny_gpt(2);
+  settings.optimizer.schedule.decay = LrDecay::cosine;
+  settings.optimizer.schedule.warmup_steps = 2;
+  settings.optimizer.schedule.min_lr = 3e-4;
+  LrSchedule filled = settings.optimizer.schedule;
+  filled.decay_steps = 6;  // tiny_gpt's steps
+
+  auto straight = Trainer::create(settings);
+  ASSERT_TRUE(straight.ok()) << straight.status().message();
+  EXPECT_EQ((*straight)->optimizer().settings().schedule, filled);
+  for (std::int64_t k = 1; k <= 6; ++k) {
+    EXPECT_DOUBLE_EQ((*straight)->optimizer().learning_rate(), scheduled_lr(3e-3, filled, k));
+    train(settings, 1, straight->get());
+  }
+  EXPECT_DOUBLE_EQ((*straight)->optimizer().learning_rate(), 3e-4);  // held at the floor
+  const TrainedRun whole = train(settings, 0, straight->get());
+  // The schedule changed the run: the constant rate ends elsewhere.
+  EXPECT_NE(train(tiny_gpt(2), 6).weights, whole.weights);
+
+  const auto dir = std::filesystem::temp_directory_path() / "spillway-schedule-resume-test";
+  std::filesystem::create_directories(dir);
+  const std::string checkpoint = (dir / "step3.h5").string();
+  auto first = Trainer::create(settings);
+  ASSERT_TRUE(first.ok());
+  train(settings, 3, first->get());
+  ASSERT_TRUE((*first)->save_checkpoint(checkpoint, "{}").ok());
+  TrainSettings resumed_settings = settings;
+  resumed_settings.resume_from = checkpoint;
+  auto resumed = Trainer::create(resumed_settings);
+  ASSERT_TRUE(resumed.ok()) << resumed.status().message();
+  EXPECT_DOUBLE_EQ((*resumed)->optimizer().learning_rate(), scheduled_lr(3e-3, filled, 4));
+  const TrainedRun rest = train(resumed_settings, 3, resumed->get());
+  EXPECT_EQ(rest.weights, whole.weights);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Trainer, LossFallsOnTheFortunesCorpus) {
   TrainSettings settings = tiny_gpt(1, "text");
   const TrainedRun run = train(settings, 40);
