@@ -69,7 +69,7 @@ const std::vector<SectionSchema>& schema() {
       {"train",
        {"batch", "microbatches", "steps", "epochs", "optimizer", "lr", "momentum", "beta1",
         "beta2", "eps", "weight_decay", "seed", "init_from", "lr_decay", "warmup_steps",
-        "decay_steps", "min_lr"}},
+        "decay_steps", "min_lr", "clip_grad_norm"}},
       {"parallel", {"stages", "replicas", "schedule", "chunks", "layout"}},
       {"offload", {"tier", "keep", "lookahead", "verify", "dir", "engine_pu"}},
       {"memory", {"cap"}},
@@ -592,6 +592,7 @@ Status read_train(const JobReader& r, TrainConfig& train) {
   SPW_TRY(r.read_number("train.weight_decay", train.weight_decay, Bound::non_negative));
   SPW_TRY(r.read_integer("train.seed", train.seed, 0));
   SPW_TRY(r.read_string("train.init_from", train.init_from));
+  SPW_TRY(r.read_number("train.clip_grad_norm", train.clip_grad_norm, Bound::non_negative));
   return read_lr_schedule(r, train);
 }
 
@@ -854,6 +855,7 @@ nlohmann::json to_json(const JobConfig& config) {
   train_json["warmup_steps"] = train.warmup_steps;
   if (train.decay_steps) train_json["decay_steps"] = *train.decay_steps;
   train_json["min_lr"] = train.min_lr;
+  train_json["clip_grad_norm"] = train.clip_grad_norm;
 
   const ParallelConfig& parallel = config.parallel;
   json& parallel_json = out["parallel"];

@@ -79,6 +79,9 @@ struct TrainConfig {
   std::int64_t warmup_steps = 0;              // linear from lr / warmup_steps up to lr
   std::optional<std::int64_t> decay_steps;    // where the decay reaches min_lr; unset: last step
   double min_lr = 0.0;                        // the decay's floor, <= lr
+  // The largest global L2 norm of the gradients a step applies (runtime/grad_clip.hpp);
+  // 0: no clipping.
+  double clip_grad_norm = 0.0;
   bool operator==(const TrainConfig&) const = default;
 };
 

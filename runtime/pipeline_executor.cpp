@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <optional>
 
@@ -12,6 +13,7 @@
 #include "partition/generators.hpp"
 #include "partition/offload_pass.hpp"
 #include "runtime/checkpoint.hpp"
+#include "runtime/grad_clip.hpp"
 #include "runtime/mpi_support.hpp"
 #include "runtime/parameter_store.hpp"
 #include "runtime/pipeline_executor_slot.hpp"
@@ -33,7 +35,7 @@ PipelineExecutor::~PipelineExecutor() {
   // window collectively, at the same point on every rank.
   engine_.reset();
   // Requests still open here belong to a failed step; their buffers die with the slots.
-  for (MPI_Comm* comm : {&pipeline_comm_, &replica_comm_}) {
+  for (MPI_Comm* comm : {&pipeline_comm_, &replica_comm_, &clip_comm_}) {
     if (*comm != MPI_COMM_NULL) MPI_Comm_free(comm);
   }
 }
@@ -103,6 +105,16 @@ Status PipelineExecutor::setup(const PipelineSettings& settings, MPI_Comm world)
   for (std::size_t i = 0; i < list_.size(); ++i) {
     if (sched::is_recv(list_[i].op)) receive_positions_.push_back(i);
   }
+  if (train.clip_grad_norm > 0) {
+    // Collective, and every rank gets here from the same schedule.
+    const bool steps = std::any_of(list_.begin(), list_.end(), [](const sched::Instruction& in) {
+      return in.op == sched::Op::optimizer_step;
+    });
+    SPW_TRY(mpi_check(MPI_Comm_split(world, steps ? replica_ : MPI_UNDEFINED, pipeline_rank_,
+                                     &clip_comm_),
+                      "creating the gradient-clipping communicator"));
+    if (clip_comm_ != MPI_COMM_NULL) MPI_Comm_set_errhandler(clip_comm_, MPI_ERRORS_RETURN);
+  }
   const int tags_needed = (l.microbatches + 1) * l.stage_count() * 4;
   if (tags_needed > tag_limit_) {
     return error(StatusCode::unsupported,
@@ -139,9 +151,13 @@ Status PipelineExecutor::setup(const PipelineSettings& settings, MPI_Comm world)
       reads_batches_ = reads_batches_ || chunk->block(b).reads_data() ||
                        chunk->block(b).computes_loss();
     }
-    for (auto& p : chunk->parameters()) {
-      all.push_back(p);
-      if (runs_backward(c)) trained.push_back(p);
+    const std::vector<NamedParameter> parameters = chunk->parameters();
+    for (std::size_t k = 0; k < parameters.size(); ++k) {
+      all.push_back(parameters[k]);
+      if (!runs_backward(c)) continue;
+      trained.push_back(parameters[k]);
+      clip_order_.push_back(static_cast<double>(global_stage(c)) * (1 << 20) +
+                            static_cast<double>(k));
     }
     chunks_.push_back(std::move(chunk));
   }
@@ -376,7 +392,43 @@ Status PipelineExecutor::optimizer_step() {
   if (!optimizer_) {
     return error(StatusCode::internal, "OptimizerStep on a rank that runs no backward");
   }
+  if (clip_comm_ != MPI_COMM_NULL) SPW_TRY(clip_gradients());
   return optimizer_->step();
+}
+
+Status PipelineExecutor::clip_gradients() {
+  // Every rank gathers every trained parameter's sum of squares with its place in the model,
+  // and adds them in the model's order: the trainer's sum, to the bit.
+  const std::vector<NamedParameter>& mine = optimizer_->parameters();
+  std::vector<double> pairs;
+  pairs.reserve(2 * mine.size());
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    pairs.push_back(clip_order_[i]);
+    pairs.push_back(squared_norm(*mine[i].grad));
+  }
+  int ranks = 0;
+  MPI_Comm_size(clip_comm_, &ranks);
+  std::vector<int> counts(static_cast<std::size_t>(ranks));
+  std::vector<int> offsets(static_cast<std::size_t>(ranks));
+  const int count = static_cast<int>(pairs.size());
+  SPW_TRY(mpi_check(MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, clip_comm_),
+                    "gathering the gradient norms' sizes"));
+  int total = 0;
+  for (int r = 0; r < ranks; ++r) {
+    offsets[static_cast<std::size_t>(r)] = total;
+    total += counts[static_cast<std::size_t>(r)];
+  }
+  std::vector<double> all(static_cast<std::size_t>(total));
+  SPW_TRY(mpi_check(MPI_Allgatherv(pairs.data(), count, MPI_DOUBLE, all.data(), counts.data(),
+                                   offsets.data(), MPI_DOUBLE, clip_comm_),
+                    "gathering the gradient norms"));
+  std::vector<std::pair<double, double>> sums;
+  for (std::size_t i = 0; i + 1 < all.size(); i += 2) sums.emplace_back(all[i], all[i + 1]);
+  std::sort(sums.begin(), sums.end());
+  double sum = 0;
+  for (const auto& [order, squares] : sums) sum += squares;
+  scale_gradients(mine, clip_coefficient(std::sqrt(sum), settings_.train.clip_grad_norm));
+  return Status::success();
 }
 
 void PipelineExecutor::record(TraceTrack track, const sched::Instruction& in,

@@ -175,6 +175,9 @@ class PipelineExecutor {
   Status post_receives_through(std::size_t receive_index, std::size_t needed);
   Status reduce_grads(int chunk);
   Status optimizer_step();
+  // Scales the trained gradients to the clip norm (train.clip_grad_norm), collective over
+  // clip_comm_.
+  Status clip_gradients();
   Status progress();
   Status poke_communication();
   Status finish_sends();
@@ -222,6 +225,12 @@ class PipelineExecutor {
   MPI_Comm world_ = MPI_COMM_NULL;
   MPI_Comm pipeline_comm_ = MPI_COMM_NULL;
   MPI_Comm replica_comm_ = MPI_COMM_NULL;  // the ranks holding the same stages
+  // With gradient clipping: this replica's ranks that run an OptimizerStep, which add up the
+  // global norm together.
+  MPI_Comm clip_comm_ = MPI_COMM_NULL;
+  // [trained parameter, in the optimizer's order] its place in the whole model's parameter
+  // order, as global stage * 2^20 + its index in its chunk: the order the sums are added in.
+  std::vector<double> clip_order_;
   int world_rank_ = 0;
   int pipeline_rank_ = 0;
   int replica_ = 0;

@@ -48,6 +48,7 @@ Result<TrainSettings> train_settings_from(const JobConfig& job) {
   s.optimizer.schedule.warmup_steps = job.train.warmup_steps;
   s.optimizer.schedule.decay_steps = job.train.decay_steps.value_or(0);
   s.optimizer.schedule.min_lr = job.train.min_lr;
+  s.clip_grad_norm = job.train.clip_grad_norm;
   s.seed = job.train.seed;
   s.init_from = job.train.init_from;
   s.memory_cap = job.memory.cap;

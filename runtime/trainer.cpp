@@ -1,10 +1,12 @@
 #include "runtime/trainer.hpp"
 
 #include <chrono>
+#include <cmath>
 
 #include "kernels/memory_ledger.hpp"
 #include "kernels/ops/cross_entropy.hpp"
 #include "runtime/checkpoint.hpp"
+#include "runtime/grad_clip.hpp"
 
 namespace spw {
 
@@ -87,6 +89,13 @@ Status Trainer::run_step(StepResult& result) {
     double loss = 0;
     SPW_TRY(forward_backward(mb, loss));
     step_loss += loss * static_cast<double>(micro) / static_cast<double>(settings_.batch);
+  }
+  if (settings_.clip_grad_norm > 0) {
+    // The model's parameter order, as the pipeline adds its stages' sums.
+    double sum = 0;
+    for (const NamedParameter& p : model_->parameters()) sum += squared_norm(*p.grad);
+    scale_gradients(model_->parameters(),
+                    clip_coefficient(std::sqrt(sum), settings_.clip_grad_norm));
   }
   SPW_TRY(optimizer_->step());
   ++step_;

@@ -25,6 +25,7 @@ struct TrainSettings {
   std::int64_t steps = 0;   // 0: derived from epochs
   std::int64_t epochs = 0;
   OptimizerSettings optimizer;
+  double clip_grad_norm = 0;  // > 0: the gradients' global norm is clipped to it each step
   std::uint64_t seed = 1234;
   std::string init_from;    // HDF5 checkpoint whose parameters start the run
   std::string resume_from;  // HDF5 checkpoint to continue exactly (parameters, optimizer, step)

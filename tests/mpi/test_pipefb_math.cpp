@@ -2,7 +2,7 @@
 // computes what the single-rank trainer computes: losses and weights within 1e-5 relative
 // for P = 1 and 2 stages, with replicas, with the stash offloaded on the backward ranks to
 // every tier this machine has (then bit-identical to the resident PipeFB run, CRC32C
-// verified), and bit-identical from run to run.
+// verified), with gradient clipping, and bit-identical from run to run.
 #include "pipeline_test_support.hpp"
 
 namespace spw {
@@ -73,6 +73,18 @@ TEST(PipeFb, TwoRunsAreBitIdentical) {
   ASSERT_TRUE(second.ok) << second.error;
   EXPECT_EQ(first.loss, second.loss);
   EXPECT_EQ(first.weights, second.weights);
+}
+
+// Only the backward ranks hold gradients: they alone add up the norm, in the model's order.
+TEST(PipeFb, ClipsTheGradientNormAsTheTrainerDoes) {
+  const int P = world_size() >= 4 ? 2 : 1;
+  TrainSettings settings = tiny_gpt(4);
+  settings.clip_grad_norm = 0.3;
+  const Outcome expected = world_rank() == 0 ? reference(settings) : Outcome{};
+  const Outcome run = pipeline(settings, "pipefb", P, 1);
+  if (world_rank() != 0) return;
+  expect_matches_reference(run, expected, "P=" + std::to_string(P) + " clipped");
+  EXPECT_NE(reference(tiny_gpt(4)).weights, expected.weights);
 }
 
 OffloadConfig offload_to(OffloadTier tier) {

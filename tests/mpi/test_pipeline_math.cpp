@@ -1,9 +1,9 @@
 // The pipeline computes what the single-rank trainer computes: for every schedule, P in
 // {1, 2, 4} pipeline ranks, R in {1, 2} replicas (P·R up to the ranks launched) and m in
 // {1, 4, 8} microbatches per replica, 10 steps give the trainer's losses and weights within
-// 1e-5 (also under a learning-rate schedule), and the same run twice is bit-identical. Each
-// configuration runs on the first P·R ranks of the world; the trainer runs on rank 0, which
-// compares.
+// 1e-5 (also under a learning-rate schedule and with clipping), and the same run twice is
+// bit-identical. Each configuration runs on the first P·R ranks of the world; the trainer
+// runs on rank 0, which compares.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -99,6 +99,24 @@ TEST_P(PipelineMath, FollowsTheLearningRateScheduleAsTheTrainerDoes) {
                   " m=4, cosine");
   // And the schedule mattered: the constant rate gives other weights.
   EXPECT_NE(reference(tiny_gpt(4 * shape.R)).weights, ref.weights);
+}
+
+// The stages add their gradients' norms in the model's order, so a clipped pipeline keeps
+// the trainer's bits with one replica. A clip of 0.3 changes this run (checked below).
+TEST_P(PipelineMath, ClipsTheGradientNormAsTheTrainerDoes) {
+  const std::string schedule = GetParam();
+  for (Shape shape : shapes_that_fit()) {
+    if (shape.P == 1 || !runnable(schedule, shape.P, 4)) continue;
+    TrainSettings settings = tiny_gpt(4 * shape.R);
+    settings.clip_grad_norm = 0.3;
+    const Outcome run = pipeline(settings, schedule, shape.P, shape.R);
+    if (world_rank() != 0) continue;
+    const Outcome ref = reference(settings);
+    expect_same(run, ref, shape.R,
+                schedule + " P=" + std::to_string(shape.P) + " R=" + std::to_string(shape.R) +
+                    " m=4, clipped");
+    EXPECT_NE(reference(tiny_gpt(4 * shape.R)).weights, ref.weights);
+  }
 }
 
 TEST_P(PipelineMath, SameRunTwiceIsBitIdentical) {

@@ -85,6 +85,7 @@ lr_decay = "cosine"
 warmup_steps = 5
 decay_steps = 40
 min_lr = 3e-5
+clip_grad_norm = 1.0
 
 [parallel]
 stages = [[0, 1], [2, 3], [4, 5]]
@@ -159,6 +160,7 @@ TEST(JobConfigDefaults, MinimalJobHasDocumentedDefaults) {
   EXPECT_EQ(c.train.warmup_steps, 0);
   EXPECT_FALSE(c.train.decay_steps.has_value());
   EXPECT_DOUBLE_EQ(c.train.min_lr, 0.0);
+  EXPECT_DOUBLE_EQ(c.train.clip_grad_norm, 0.0);
   EXPECT_EQ(c.parallel.stages.form, StagesSpec::Form::automatic);
   EXPECT_EQ(c.parallel.replicas, 1);
   EXPECT_EQ(c.parallel.schedule, ScheduleKind::one_f_one_b);
@@ -257,6 +259,7 @@ TEST(JobConfigExamples, EveryKey) {
   EXPECT_EQ(c.train.warmup_steps, 5);
   EXPECT_EQ(c.train.decay_steps, 40);
   EXPECT_DOUBLE_EQ(c.train.min_lr, 3e-5);
+  EXPECT_DOUBLE_EQ(c.train.clip_grad_norm, 1.0);
   EXPECT_EQ(c.parallel.stages.form, StagesSpec::Form::ranges);
   EXPECT_EQ(c.parallel.stages.ranges,
             (std::vector<StageRange>{{0, 1}, {2, 3}, {4, 5}}));
@@ -506,6 +509,8 @@ TEST(JobConfigRanges, Train) {
             "job.toml:2: 'train.steps' must be at least 1, got 0");
   EXPECT_EQ(error_of("[train]\nsteps = 1\nseed = -1\n"),
             "job.toml:3: 'train.seed' must be at least 0, got -1");
+  EXPECT_EQ(error_of("[train]\nsteps = 1\nclip_grad_norm = -0.5\n"),
+            "job.toml:3: 'train.clip_grad_norm' must be at least 0, got -0.5");
 }
 
 TEST(JobConfigRanges, LearningRateSchedule) {
