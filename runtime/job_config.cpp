@@ -554,8 +554,9 @@ Status read_lr_schedule(const JobReader& r, TrainConfig& train) {
   }
   // Either would do nothing without a decay: most likely the decay was forgotten.
   if (train.lr_decay == LrDecay::constant && (train.decay_steps || train.min_lr > 0)) {
-    return r.fail_at({"train.lr_decay", train.decay_steps ? "train.decay_steps" : "train.min_lr"},
-                     std::string("'") + (train.decay_steps ? "train.decay_steps" : "train.min_lr") +
+    const char* idle_key = train.decay_steps ? "train.decay_steps" : "train.min_lr";
+    return r.fail_at({"train.lr_decay", idle_key},
+                     std::string("'") + idle_key +
                          "' needs a decay: set 'train.lr_decay' to \"cosine\" or \"linear\"");
   }
   if (train.decay_steps && *train.decay_steps <= train.warmup_steps) {
@@ -759,6 +760,7 @@ Result<JobConfig> parse_job(std::string_view text, const std::string& source_nam
 std::string_view to_string(ModelKind kind) { return spelling(kModelKinds, kind); }
 std::string_view to_string(DataKind source) { return spelling(kDataSources, source); }
 std::string_view to_string(OptimizerKind kind) { return spelling(kOptimizers, kind); }
+std::string_view to_string(LrDecay decay) { return spelling(kLrDecays, decay); }
 std::string_view to_string(ScheduleKind schedule) { return spelling(kSchedules, schedule); }
 std::string_view to_string(Layout layout) { return spelling(kLayouts, layout); }
 std::string_view to_string(OffloadTier tier) { return spelling(kOffloadTiers, tier); }
@@ -851,7 +853,7 @@ nlohmann::json to_json(const JobConfig& config) {
   train_json["weight_decay"] = train.weight_decay;
   train_json["seed"] = train.seed;
   train_json["init_from"] = train.init_from;
-  train_json["lr_decay"] = to_string(train.lr_decay);
+  train_json["lr_decay"] = std::string(to_string(train.lr_decay));
   train_json["warmup_steps"] = train.warmup_steps;
   if (train.decay_steps) train_json["decay_steps"] = *train.decay_steps;
   train_json["min_lr"] = train.min_lr;

@@ -33,6 +33,7 @@ enum class OffloadTier { none, host, file, peer, automatic };
 std::string_view to_string(ModelKind kind);
 std::string_view to_string(DataKind source);
 std::string_view to_string(OptimizerKind kind);
+std::string_view to_string(LrDecay decay);
 std::string_view to_string(ScheduleKind schedule);
 std::string_view to_string(Layout layout);
 std::string_view to_string(OffloadTier tier);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <string>
 
 namespace spw {
 
@@ -42,16 +43,8 @@ Status validate_schedule(double lr, const LrSchedule& s) {
   return Status::success();
 }
 
-std::string to_string(LrDecay decay) {
-  switch (decay) {
-    case LrDecay::constant:
-      return "constant";
-    case LrDecay::cosine:
-      return "cosine";
-    case LrDecay::linear:
-      return "linear";
-  }
-  return "constant";
+void end_open_decay_at(LrSchedule& schedule, std::int64_t total_steps) {
+  if (schedule.decay_steps == 0) schedule.decay_steps = total_steps;
 }
 
 }  // namespace spw

@@ -8,7 +8,6 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 
 #include "kernels/status.hpp"
 
@@ -38,6 +37,7 @@ double scheduled_lr(double lr, const LrSchedule& schedule, std::int64_t step);
 // not finite or above lr.
 Status validate_schedule(double lr, const LrSchedule& schedule);
 
-std::string to_string(LrDecay decay);
+// A decay the job leaves open (decay_steps 0) ends at the run's last step.
+void end_open_decay_at(LrSchedule& schedule, std::int64_t total_steps);
 
 }  // namespace spw

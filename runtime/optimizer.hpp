@@ -87,8 +87,9 @@ class Optimizer {
 };
 
 // Validates the settings (known kind, lr >= 0, momentum and betas in [0, 1), eps > 0,
-// weight_decay >= 0, the schedule as validate_schedule checks it) and the parameters (non-empty unique names, value and grad set, grad
-// shaped like value, no tensor passed twice), then allocates the state.
+// weight_decay >= 0, the schedule as validate_schedule checks it) and the parameters
+// (non-empty unique names, value and grad set, grad shaped like value, no tensor passed
+// twice), then allocates the state.
 Result<std::unique_ptr<Optimizer>> make_optimizer(const OptimizerSettings& settings,
                                                   std::vector<NamedParameter> parameters);
 

@@ -132,9 +132,7 @@ Status PipelineExecutor::setup(const PipelineSettings& settings, MPI_Comm world)
                  "the job has no steps: set train.steps, or train.epochs with a data set "
                  "of at least one batch");
   }
-  // Like the trainer: a decay the job does not end ends at the run's last step.
-  LrSchedule& schedule = settings_.train.optimizer.schedule;
-  if (schedule.decay_steps == 0) schedule.decay_steps = total_steps_;
+  end_open_decay_at(settings_.train.optimizer.schedule, total_steps_);
   std::vector<NamedParameter> all, trained;
   const int local_chunks = schedule_.chunks_on(pipeline_rank_);
   for (int c = 0; c < local_chunks; ++c) {
@@ -173,7 +171,6 @@ Status PipelineExecutor::setup(const PipelineSettings& settings, MPI_Comm world)
   SPW_TRY(mpi_check(MPI_Allreduce(&mine, &total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, world),
                     "counting parameters"));
   model_parameters_ = static_cast<std::size_t>(total);
-
 
   for (std::size_t i = 0; i < list_.size(); ++i) {
     const sched::Instruction& in = list_[i];

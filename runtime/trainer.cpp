@@ -32,8 +32,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainSettings& settings) 
                  "the job has no steps: set train.steps, or train.epochs with a data set "
                  "of at least one batch");
   }
-  LrSchedule& schedule = trainer->settings_.optimizer.schedule;
-  if (schedule.decay_steps == 0) schedule.decay_steps = trainer->total_steps_;
+  end_open_decay_at(trainer->settings_.optimizer.schedule, trainer->total_steps_);
   SPW_ASSIGN_OR_RETURN(trainer->optimizer_, make_optimizer(trainer->settings_.optimizer,
                                                            trainer->model_->parameters()));
   trainer->states_.resize(trainer->model_->size());
@@ -92,10 +91,10 @@ Status Trainer::run_step(StepResult& result) {
   }
   if (settings_.clip_grad_norm > 0) {
     // The model's parameter order, as the pipeline adds its stages' sums.
+    const std::vector<NamedParameter> parameters = model_->parameters();
     double sum = 0;
-    for (const NamedParameter& p : model_->parameters()) sum += squared_norm(*p.grad);
-    scale_gradients(model_->parameters(),
-                    clip_coefficient(std::sqrt(sum), settings_.clip_grad_norm));
+    for (const NamedParameter& p : parameters) sum += squared_norm(*p.grad);
+    scale_gradients(parameters, clip_coefficient(std::sqrt(sum), settings_.clip_grad_norm));
   }
   SPW_TRY(optimizer_->step());
   ++step_;

@@ -30,9 +30,9 @@ F, B, W for ZB-H1), with the count: how much of a bubble above the closed form t
 uneven pace explains. Its last column compares every such step with the closed form at the
 paces its ranks really ran: no schedule can end a step before its slowest rank has done its
 work and idled the closed form's idle ((P-1)(F+B+W) per rank for GPipe, 1F1B and interleaved,
-whose stages are chunks, (P-1) max(F, B, F+B-W) for ZB-H1, with the run's measured F, B, W), so the step's
-bound is 1 - mean busy / (slowest rank's busy + that idle); with equal paces it is the closed
-form itself.
+whose stages are chunks, (P-1) max(F, B, F+B-W) for ZB-H1, with the run's measured F, B, W),
+so the step's bound is 1 - mean busy / (slowest rank's busy + that idle); with equal paces it
+is the closed form itself.
 """
 import json
 import os

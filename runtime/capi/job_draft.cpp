@@ -149,11 +149,13 @@ AbiError JobDraft::add_transformer_blocks(int count) {
 
 std::vector<std::string> JobDraft::overrides_with_defaults() const {
   std::vector<std::string> overrides;
-  if (!text_sets_length_ && !sets_key("train.steps") && !sets_key("train.epochs")) {
-    overrides.push_back(kDefaultLength);
-  }
+  if (!sets_length()) overrides.push_back(kDefaultLength);
   overrides.insert(overrides.end(), overrides_.begin(), overrides_.end());
   return overrides;
+}
+
+bool JobDraft::sets_length() const {
+  return text_sets_length_ || sets_key("train.steps") || sets_key("train.epochs");
 }
 
 AbiError JobDraft::resolve(JobConfig& out) const {
@@ -172,11 +174,8 @@ AbiError JobDraft::resolve(JobConfig& out) const {
   auto job = parse_job_string(text_, source_name_, overrides, kSetLabel);
   if (!job.ok()) return from_status(job.status());
   // The stand-in length would end the decay at step 1 and hold min_lr from then on.
-  const bool length_is_stand_in =
-      !text_sets_length_ && !sets_key("train.steps") && !sets_key("train.epochs");
-  if (length_is_stand_in && job->train.lr_decay != LrDecay::constant &&
-      !job->train.decay_steps) {
-    return {SPW_ERR_CONFIG, "train.lr_decay = \"" + to_string(job->train.lr_decay) +
+  if (!sets_length() && job->train.lr_decay != LrDecay::constant && !job->train.decay_steps) {
+    return {SPW_ERR_CONFIG, "train.lr_decay = \"" + std::string(to_string(job->train.lr_decay)) +
                                 "\" needs train.decay_steps (or train.steps): through the C "
                                 "ABI spw_trainer_train decides how long the run is, so the "
                                 "job must say where the decay ends"};

@@ -33,6 +33,9 @@ class JobDraft {
   // Keys the model-building calls own once they are used.
   static bool is_built_key(const std::string& key);
   bool sets_key(const std::string& key) const;
+  // Whether the text or a setting gives train.steps or train.epochs; if not, the job is
+  // checked with a stand-in length (kDefaultLength).
+  bool sets_length() const;
   std::vector<std::string> overrides_with_defaults() const;
 
   // Whether the TOML text says how long to train (train.steps or train.epochs). The ABI's

@@ -27,10 +27,10 @@ Tensor random_tensor(std::int64_t n, unsigned seed) {
 TEST(GradClip, SquaredNormMatchesALongDoubleSum) {
   for (std::int64_t n : {1, 7, 8, 1000, (1 << 14) + 3, 100000}) {
     const Tensor t = random_tensor(n, static_cast<unsigned>(n));
-    long double reference = 0;
-    for (std::int64_t i = 0; i < n; ++i) reference += static_cast<long double>(t.data()[i]) * t.data()[i];
-    EXPECT_NEAR(squared_norm(t), static_cast<double>(reference), 1e-13 * static_cast<double>(reference))
-        << "n = " << n;
+    long double sum = 0;
+    for (std::int64_t i = 0; i < n; ++i) sum += static_cast<long double>(t.data()[i]) * t.data()[i];
+    const double reference = static_cast<double>(sum);
+    EXPECT_NEAR(squared_norm(t), reference, 1e-13 * reference) << "n = " << n;
   }
 }
 

@@ -15,7 +15,9 @@ namespace {
 
 TEST(LrSchedule, ConstantWithoutWarmUpIsTheBaseRateAtEveryStep) {
   const LrSchedule constant;
-  for (std::int64_t step : {1, 2, 100, 1000000}) EXPECT_EQ(scheduled_lr(0.01, constant, step), 0.01);
+  for (std::int64_t step : {1, 2, 100, 1000000}) {
+    EXPECT_EQ(scheduled_lr(0.01, constant, step), 0.01);
+  }
 }
 
 TEST(LrSchedule, WarmUpRisesLinearlyToTheBaseRate) {
