@@ -2,6 +2,7 @@
 
 #include <blis.h>
 
+#include "blas_kernels.hpp"
 #include "threading.hpp"
 
 namespace spw::blas {
@@ -10,6 +11,8 @@ void sgemm(Op op_a, Op op_b, std::int64_t m, std::int64_t n, std::int64_t k, flo
            const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta,
            float* c, std::int64_t ldc, int threads) {
   if (m <= 0 || n <= 0) return;
+  // Callers that never ran setup_threads (tests, benchmarks) get the same kernels.
+  (void)choose_kernels();
   // op(A) is m x k. Row-major A stored [m, k]: row stride lda, column stride 1. A stored
   // [k, m] and transposed: element (i, p) lives at p * lda + i.
   const inc_t rs_a = op_a == Op::none ? lda : 1;

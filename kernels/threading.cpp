@@ -90,10 +90,13 @@ Result<ThreadSetup> setup_threads(const ThreadRequest& request) {
                      std::to_string(request.local_rank) + " of " +
                      std::to_string(request.local_ranks) + " is not a valid request");
   }
+  const Result<blas::KernelChoice>& kernels = blas::choose_kernels();
+  if (!kernels.ok()) return kernels.status();
   SPW_ASSIGN_OR_RETURN(const Topology* topology, Topology::process());
   hwloc_topology_t handle = topology->handle();
 
   ThreadSetup setup;
+  setup.blas = *kernels;
   setup.threads = request.threads > 0 ? request.threads : omp_get_max_threads();
   omp_set_num_threads(setup.threads);
   // The OpenMP build of BLIS runs its own parallel regions in the same libgomp pool.

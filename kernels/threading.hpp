@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "blas_kernels.hpp"
 #include "status.hpp"
 
 namespace spw {
@@ -22,6 +23,8 @@ struct ThreadSetup {
   // The PUs its OpenMP threads may run on: the cores they are bound to, their places, or
   // all of rank_pus when they float. Other work (the offload engine) avoids these.
   std::vector<int> compute_pus;
+  // The BLIS kernels the rank runs, and who chose them.
+  blas::KernelChoice blas;
 };
 
 struct ThreadRequest {
@@ -32,7 +35,8 @@ struct ThreadRequest {
 };
 
 // Sets the OpenMP thread count, binds the threads (unless OMP_PROC_BIND / OMP_PLACES already
-// say how) and gives BLIS the same count. Call once per rank before compute.
+// say how), chooses BLIS's kernels (blas::choose_kernels) and gives BLIS the same count. Call
+// once per rank before compute.
 Result<ThreadSetup> setup_threads(const ThreadRequest& request);
 
 // Threads each compute call uses (what setup_threads chose, else OpenMP's maximum).

@@ -57,6 +57,7 @@ Status train_opened_job(const JobConfig& job, const TrainCommand& command, Pipel
                 settings.train.model.kind.c_str(), executor->model_parameter_count(),
                 layout.world_size(), layout.describe().c_str(), threads.threads,
                 static_cast<long long>(total), job.output.dir.c_str());
+    std::fputs(describe_kernel_choice(threads.blas).c_str(), stdout);
     std::fflush(stdout);
   }
 
@@ -66,6 +67,7 @@ Status train_opened_job(const JobConfig& job, const TrainCommand& command, Pipel
   record.item_name = item_name;
   record.parameters = executor->model_parameter_count();
   record.threads = threads.threads;
+  record.blas = threads.blas;
   record.ranks = layout.world_size();
   ProgressPrinter progress(stdout, total, 0, /*redraw=*/false);
   const auto start = std::chrono::steady_clock::now();

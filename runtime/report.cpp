@@ -15,6 +15,16 @@ double median_items_per_second(const std::vector<double>& step_seconds, double i
   return median > 0 ? items_per_step / median : 0;
 }
 
+std::string describe_kernel_choice(const blas::KernelChoice& choice) {
+  std::string text;
+  if (choice.chosen_by != "BLIS") {
+    text += "spillway: BLIS runs its " + choice.kernels + " kernels, chosen by " +
+            choice.chosen_by + "\n";
+  }
+  if (!choice.warning.empty()) text += "spillway: warning: " + choice.warning + "\n";
+  return text;
+}
+
 nlohmann::json make_report(const RunRecord& run, double items_per_step,
                            const LedgerSnapshot& memory) {
   nlohmann::json peak = nlohmann::json::object();
@@ -27,6 +37,9 @@ nlohmann::json make_report(const RunRecord& run, double items_per_step,
   report["config"] = run.config;
   report["ranks"] = run.ranks;
   report["threads"] = run.threads;
+  report["blas"] = {{"kernels", run.blas.kernels},
+                    {"arch_type", run.blas.arch_type},
+                    {"chosen_by", run.blas.chosen_by}};
   report["parameters"] = run.parameters;
   report["steps"] = run.loss.size();
   report["loss"] = run.loss;

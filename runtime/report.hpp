@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/blas_kernels.hpp"
 #include "kernels/memory_ledger.hpp"
 
 namespace spw {
@@ -20,10 +21,15 @@ struct RunRecord {
   int threads = 1;
   int ranks = 1;
   double elapsed_seconds = 0;
+  blas::KernelChoice blas;  // rank 0's
 };
 
 // Median throughput over steps after the first (which pays for allocation and warm-up).
 double median_items_per_second(const std::vector<double>& step_seconds, double items_per_step);
+
+// What a job prints at its start about BLIS's kernels: a line when spillway or the user chose
+// them, a warning when they are the slow generic ones; "" when BLIS chose well by itself.
+std::string describe_kernel_choice(const blas::KernelChoice& choice);
 
 nlohmann::json make_report(const RunRecord& run, double items_per_step,
                            const LedgerSnapshot& memory);

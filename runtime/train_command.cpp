@@ -76,6 +76,7 @@ Status run_single_rank(const JobConfig& job, const TrainCommand& command) {
   std::printf("spillway: %s, %zu parameters, %d thread(s), %lld steps, output in %s\n",
               settings.model.kind.c_str(), trainer->model().parameter_count(),
               thread_setup.threads, static_cast<long long>(total), job.output.dir.c_str());
+  std::fputs(describe_kernel_choice(thread_setup.blas).c_str(), stdout);
   std::fflush(stdout);
 
   RunRecord record;
@@ -83,6 +84,7 @@ Status run_single_rank(const JobConfig& job, const TrainCommand& command) {
   record.item_name = trainer->item_name();
   record.parameters = trainer->model().parameter_count();
   record.threads = thread_setup.threads;
+  record.blas = thread_setup.blas;
   ProgressPrinter progress(stdout, total);
   const auto start = std::chrono::steady_clock::now();
   const std::int64_t per_epoch = settings.epochs > 0 ? trainer->steps_per_epoch() : 0;

@@ -246,6 +246,9 @@ int main(int argc, char** argv) {
   spw::bench::register_attention_benchmarks();
 
   benchmark::AddCustomContext("blis_version", bli_info_get_version_str());
+  // setup_threads chose them, so raw bli_sgemm runs the kernels Linear does.
+  benchmark::AddCustomContext("blis_kernels",
+                              setup->blas.kernels + " (chosen by " + setup->blas.chosen_by + ")");
   benchmark::AddCustomContext("openmp_max_threads", std::to_string(omp_get_max_threads()));
   benchmark::AddCustomContext(
       "linear_flops", "2*m*n*k per product; bias fill and bias-gradient passes not counted");

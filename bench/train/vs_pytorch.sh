@@ -31,7 +31,10 @@ for model in gpt-s gpt-m; do
         --set data.source=synthetic --set "train.steps=${steps[$model]}" \
         --set "output.dir=$dir" > "$dir.log" 2>&1
       s=$(python3 "$here/median_rate.py" spillway < "$dir/report.json")
-      p=$(taskset -c "$cores" /usr/bin/python3 "$root/bench/pytorch/gpt_torch.py" --model "$model" --threads "$threads" \
+      # PyTorch's BLAS is the same BLIS: give it the kernels spillway ran (spillway picks
+      # them itself where this BLIS would fall back to its generic ones).
+      arch=$(python3 -c 'import json, sys; print(json.load(sys.stdin)["blas"]["arch_type"])' < "$dir/report.json")
+      p=$(BLIS_ARCH_TYPE=$arch taskset -c "$cores" /usr/bin/python3 "$root/bench/pytorch/gpt_torch.py" --model "$model" --threads "$threads" \
             --steps $((steps[$model] - 2)) --warmup 2 | python3 "$here/median_rate.py" pytorch)
       echo "$model threads=$threads run=$r spillway=$s pytorch=$p"
       results+=("{\"model\":\"$model\",\"threads\":$threads,\"run\":$r,\"spillway\":$s,\"pytorch\":$p}")

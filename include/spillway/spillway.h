@@ -232,13 +232,17 @@ SPW_API spw_status spw_job_free(spw_job job);
 
 /* Collective. Checks the job on every rank, sets this rank's OpenMP threads (threads.count,
  * else OMP_NUM_THREADS, split among the ranks of a node; threads are bound unless
- * OMP_PROC_BIND or OMP_PLACES say otherwise), sets this process's memory cap
+ * OMP_PROC_BIND or OMP_PLACES say otherwise), chooses BLIS's kernels unless BLIS started
+ * before (the caller's BLIS_ARCH_TYPE; else, where this BLIS would fall back to its generic
+ * kernels on a CPU it does not know, the vector ones the CPU runs, by setting
+ * BLIS_ARCH_TYPE in the process environment), sets this process's memory cap
  * (memory.cap), plans and builds this rank's part of the model with its optimizer and data.
  * train.steps and train.epochs are not used: spw_trainer_train says how many steps to run.
  *   SPW_ERR_NULL_HANDLE       session, job or trainer is NULL
  *   SPW_ERR_BAD_STATE         session or job was freed, or the job's model was begun by
  *                             calls and not finished (spw_job_set_input alone)
- *   SPW_ERR_CONFIG            the job is not valid
+ *   SPW_ERR_CONFIG            the job is not valid, or BLIS_ARCH_TYPE names kernels this
+ *                             BLIS lacks or this CPU cannot run
  *   SPW_ERR_INVALID_ARGUMENT  the layout does not fit the ranks, the model or the batch
  *                             (e.g. parallel.stages = 3 on 2 ranks)
  *   SPW_ERR_UNSUPPORTED       output.checkpoint_every > 0 (the ABI writes checkpoints when

@@ -34,12 +34,26 @@ script -qec "'$spillway' train '$work/tiny.toml' --set 'output.dir=$work/tty'" /
 check "on a terminal the progress line is redrawn in place" python3 - "$work/tty.txt" <<'PY'
 import sys
 text = open(sys.argv[1], "rb").read()
-line = text.split(b"\n")[1]  # every step on the one line after the header
+# Every step on one line, after the header (and the BLIS line where spillway chose kernels).
+line = next((l for l in text.split(b"\n") if b"step 1/3" in l), b"")
 ok = (text.count(b"\rstep ") == 3 and text.count(b"\x1b[K") == 3
       and b"step 1/3" in line and b"step 3/3" in line)
 sys.exit(0 if ok else 1)
 PY
 check "report.json names the node's cores and NUMA memory" python3 -c "import json,sys; n=json.load(open('$work/out/report.json'))['nodes']; sys.exit(0 if len(n)==1 and n[0]['cores']>0 and len(n[0]['numa'])>=1 and n[0]['memory_bytes']>0 and n[0]['ranks']==[0] and n[0]['description'].startswith('node 0 (') else 1)"
+check "report.json names the BLIS kernels, vector ones where the CPU has AVX2" python3 - "$work/out/report.json" <<'PY'
+import json, sys
+b = json.load(open(sys.argv[1]))["blas"]
+flags = open("/proc/cpuinfo").read().split()
+vector_cpu = "avx2" in flags and "fma" in flags
+ok = b["kernels"] and b["arch_type"] >= 0 and b["chosen_by"] and (b["kernels"] != "generic" or not vector_cpu)
+print(b)
+sys.exit(0 if ok else 1)
+PY
+BLIS_ARCH_TYPE=fast "$spillway" train "$work/tiny.toml" --set "output.dir=$work/bad-blis" > "$work/bad-blis.txt" 2>&1
+check "an unusable BLIS_ARCH_TYPE exits 1" test $? -eq 1
+check "with one line naming the variable and the choices" one_line "$work/bad-blis.txt" \
+  "spillway: error: BLIS_ARCH_TYPE=fast names none of the kernels BLIS"
 check "report.json has three losses" python3 -c "import json,sys; r=json.load(open('$work/out/report.json')); sys.exit(0 if len(r['loss'])==3 and r['memory']['peak_bytes']>0 else 1)"
 check "the run prints where a step's time went" grep -Eq "^spillway: time by op, per step: [a-z_]+ [0-9]+%, .*outside ops [0-9]+%$" "$work/run.txt"
 check "report.json gives each op's time per step" python3 - "$work/out/report.json" <<'PY'

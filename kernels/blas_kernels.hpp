@@ -1,0 +1,64 @@
+// Which BLIS kernels the process runs, chosen before BLIS starts.
+//
+// BLIS picks its kernels (a "sub-configuration") from the CPU once, at its first call, and
+// keeps them. The BLIS of Debian 12 (0.9) tells AMD processors apart by family and knows
+// none after Zen 3/4 (family 0x19): on a Zen 5 (0x1a) it runs its generic C kernels, whose
+// sgemm ran at 21 GFLOP/s on one core where its AVX-512 kernels ("skx") ran at 118, and a
+// gpt-s step 4.7x slower (2026-11-27). So before BLIS starts, spillway asks for the kernels
+// of the instruction set the CPU has, through BLIS's own BLIS_ARCH_TYPE, unless the user set
+// that variable, or BLIS would recognise the CPU anyway.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "kernels/status.hpp"
+
+namespace spw::blas {
+
+struct CpuFacts {
+  bool amd = false;
+  int family = 0;         // the display family: base family plus extended family
+  bool avx2_fma = false;  // what BLIS's haswell and zen kernels use
+  bool avx512 = false;    // F, DQ, BW and VL together: what its skx kernels use
+};
+
+CpuFacts this_cpu();
+
+// The sub-configuration to ask BLIS `blis_version` for on `cpu`, when that BLIS would not
+// recognise it and has kernels for its instruction set among `available` (the names this
+// BLIS was built with); nullopt when BLIS's own choice stands.
+std::optional<std::string> kernels_for(const CpuFacts& cpu, std::string_view blis_version,
+                                       std::string_view available);
+
+// config_error naming the fix when `value`, the user's BLIS_ARCH_TYPE, names none of the
+// sub-configurations in `available` (BLIS 0.x reads a word as 0 and stops the process on a
+// number past its table) or one that `cpu` cannot run (it would crash on its first vector
+// instruction).
+Status check_user_kernels(std::string_view value, const CpuFacts& cpu,
+                          std::string_view available, std::string_view blis_version);
+
+// The sub-configurations this BLIS was built with, by BLIS's names, space-separated.
+std::string built_kernels();
+
+// BLIS's number for the sub-configuration `name` (what BLIS_ARCH_TYPE takes); -1 if none.
+int blis_arch_id(std::string_view name);
+
+struct KernelChoice {
+  std::string kernels;    // the sub-configuration BLIS runs: "skx", "zen3", "generic", ...
+  int arch_type = -1;     // its number, for BLIS_ARCH_TYPE in other programs of the job
+  std::string chosen_by;  // who chose it, and why, in a few words
+  // Non-empty when BLIS runs kernels well below what the CPU can do: how to fix it.
+  std::string warning;
+};
+
+// Chooses and starts BLIS on the first call; every call returns that first answer. Call
+// before any other BLIS call: blas::sgemm and setup_threads do. Setting BLIS_ARCH_TYPE
+// changes the process environment, so the first call belongs at start-up, before threads
+// that read the environment run. config_error, with BLIS not started, when the user's
+// BLIS_ARCH_TYPE names kernels this BLIS lacks or this CPU cannot run (BLIS would stop
+// the process or crash on it).
+const Result<KernelChoice>& choose_kernels();
+
+}  // namespace spw::blas
