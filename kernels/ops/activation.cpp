@@ -88,7 +88,7 @@ Status gelu_forward(const Tensor& x, Tensor& y) {
     if (prefetch) prefetch_next_block(in, end, n);
 #if defined(__AVX512F__)
     map16(in, nullptr, out, begin, end,
-          [&tables](__m512, __m512 v) { return gelu16(v, tables); });
+          [&tables](__m512, __m512 v) { return gelu16_any(v, tables); });
 #elif defined(__AVX2__) && defined(__FMA__)
     const auto gelu = [](__m256, __m256 v) { return gelu8_any(v); };
     if (stream) {
