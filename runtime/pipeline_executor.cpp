@@ -424,7 +424,8 @@ Status PipelineExecutor::clip_gradients() {
   std::sort(sums.begin(), sums.end());
   double sum = 0;
   for (const auto& [order, squares] : sums) sum += squares;
-  scale_gradients(mine, clip_coefficient(std::sqrt(sum), settings_.train.clip_grad_norm));
+  grad_norm_ = std::sqrt(sum);
+  scale_gradients(mine, clip_coefficient(*grad_norm_, settings_.train.clip_grad_norm));
   return Status::success();
 }
 
@@ -505,6 +506,7 @@ Status PipelineExecutor::run_step(StepResult& result) {
   // Timings from the first step (allocation, warm-up) are replaced by later ones.
   if (step_ == 1) std::fill(timings_.begin(), timings_.end(), ChunkTiming{});
   current_ = RankStepMetrics{};
+  grad_norm_.reset();
   const std::size_t reserved_before = MemoryLedger::process().reserved_total();
   // Zeroed by each chunk's first W (backward_weight), not here: on the first rank this would
   // delay the step's first forward, which every other rank waits for.
@@ -544,6 +546,10 @@ Status PipelineExecutor::run_step(StepResult& result) {
   result.items_per_second =
       static_cast<double>(settings_.train.batch * settings_.train.model.positions_per_sample()) /
       seconds;
+  // A pure function of the step, so every rank knows it, optimizer or not.
+  result.learning_rate =
+      scheduled_lr(settings_.train.optimizer.lr, settings_.train.optimizer.schedule, step);
+  result.grad_norm = grad_norm_;
   return Status::success();
 }
 

@@ -228,6 +228,7 @@ class PipelineExecutor {
   // With gradient clipping: this replica's ranks that run an OptimizerStep, which add up the
   // global norm together.
   MPI_Comm clip_comm_ = MPI_COMM_NULL;
+  std::optional<double> grad_norm_;  // this step's, where this rank clipped
   // [trained parameter, in the optimizer's order] its place in the whole model's parameter
   // order, as global stage * 2^20 + its index in its chunk: the order the sums are added in.
   std::vector<double> clip_order_;

@@ -44,6 +44,8 @@ nlohmann::json make_report(const RunRecord& run, double items_per_step,
   report["steps"] = run.loss.size();
   report["loss"] = run.loss;
   report["step_seconds"] = run.step_seconds;
+  report["learning_rate"] = run.learning_rate;
+  if (!run.grad_norm.empty()) report["grad_norm"] = run.grad_norm;
   report["elapsed_seconds"] = run.elapsed_seconds;
   report["throughput"] = {
       {"unit", run.item_name + "/s"},

@@ -16,6 +16,8 @@ struct RunRecord {
   std::string item_name;             // "tokens" or "samples"
   std::vector<double> loss;          // one per step
   std::vector<double> step_seconds;  // one per step
+  std::vector<double> learning_rate; // one per step
+  std::vector<double> grad_norm;     // one per step, before clipping; empty without clipping
   std::vector<double> test_accuracy; // one per epoch, when the data has a test set
   std::size_t parameters = 0;
   int threads = 1;

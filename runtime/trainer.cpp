@@ -77,6 +77,7 @@ Status Trainer::forward_backward(const MicrobatchData& mb, double& loss) {
 
 Status Trainer::run_step(StepResult& result) {
   const auto start = std::chrono::steady_clock::now();
+  result.grad_norm.reset();
   const std::int64_t micro = settings_.batch / settings_.microbatches;
   const std::int64_t positions = settings_.model.positions_per_sample();
   model_->zero_grads();
@@ -94,8 +95,10 @@ Status Trainer::run_step(StepResult& result) {
     const std::vector<NamedParameter> parameters = model_->parameters();
     double sum = 0;
     for (const NamedParameter& p : parameters) sum += squared_norm(*p.grad);
-    scale_gradients(parameters, clip_coefficient(std::sqrt(sum), settings_.clip_grad_norm));
+    result.grad_norm = std::sqrt(sum);
+    scale_gradients(parameters, clip_coefficient(*result.grad_norm, settings_.clip_grad_norm));
   }
+  result.learning_rate = optimizer_->learning_rate();
   SPW_TRY(optimizer_->step());
   ++step_;
   const double seconds =

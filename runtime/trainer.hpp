@@ -43,6 +43,10 @@ struct StepResult {
   double loss = 0;           // mean over the batch's positions
   double seconds = 0;
   double items_per_second = 0;  // tokens/s (gpt) or samples/s (mlp)
+  double learning_rate = 0;     // the rate the step's update used
+  // The global gradient norm before clipping, when the step clipped (train.clip_grad_norm)
+  // and, in a pipeline, this rank took part in the exchange (it runs an OptimizerStep).
+  std::optional<double> grad_norm;
 };
 
 class Trainer {

@@ -55,6 +55,7 @@ check "an unusable BLIS_ARCH_TYPE exits 1" test $? -eq 1
 check "with one line naming the variable and the choices" one_line "$work/bad-blis.txt" \
   "spillway: error: BLIS_ARCH_TYPE=fast names none of the kernels BLIS"
 check "report.json has three losses" python3 -c "import json,sys; r=json.load(open('$work/out/report.json')); sys.exit(0 if len(r['loss'])==3 and r['memory']['peak_bytes']>0 else 1)"
+check "report.json has each step's learning rate, and no gradient norms without clipping" python3 -c "import json,sys; r=json.load(open('$work/out/report.json')); lr=r['config']['train']['lr']; sys.exit(0 if r['learning_rate']==[lr]*3 and 'grad_norm' not in r else 1)"
 check "the run prints where a step's time went" grep -Eq "^spillway: time by op, per step: [a-z_]+ [0-9]+%, .*outside ops [0-9]+%$" "$work/run.txt"
 check "report.json gives each op's time per step" python3 - "$work/out/report.json" <<'PY'
 import json, sys

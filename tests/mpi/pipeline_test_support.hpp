@@ -60,6 +60,8 @@ struct Outcome {
   bool ok = false;
   std::string error;
   std::vector<double> loss;
+  std::vector<double> learning_rate;  // as each step reported it
+  std::vector<double> grad_norm;      // where the step reported one (clipping; rank 0's)
   std::map<std::string, std::vector<float>> weights;  // rank 0 only
   std::map<std::string, std::vector<float>> replica1_weights;
   std::size_t peak_stash_bytes = 0;  // the largest over the run's ranks, on rank 0
@@ -84,6 +86,8 @@ inline Outcome reference(const TrainSettings& settings) {
       return run;
     }
     run.loss.push_back(step.loss);
+    run.learning_rate.push_back(step.learning_rate);
+    if (step.grad_norm) run.grad_norm.push_back(*step.grad_norm);
   }
   for (const auto& p : (*trainer)->model().parameters()) {
     run.weights[p.name].assign(p.value->data(), p.value->data() + p.value->numel());
@@ -137,6 +141,8 @@ inline Outcome pipeline(const TrainSettings& train, const std::string& schedule,
         StepResult step;
         status = (*executor)->run_step(step);
         run.loss.push_back(step.loss);
+        run.learning_rate.push_back(step.learning_rate);
+        if (step.grad_norm) run.grad_norm.push_back(*step.grad_norm);
         if (!status.ok()) {
           // Peers are blocked on this rank: end the test run now rather than at a timeout.
           std::fprintf(stderr, "rank %d failed mid-run: %s\n", rank, status.message().c_str());

@@ -55,9 +55,17 @@ void expect_same(const Outcome& run, const Outcome& ref, int replicas, const std
       EXPECT_EQ(run.replica1_weights.at(name), run.weights.at(name)) << where;
     }
   }
+  // The rate is a function of the step alone.
+  EXPECT_EQ(run.learning_rate, ref.learning_rate) << where;
+  ASSERT_EQ(run.grad_norm.size(), ref.grad_norm.size()) << where;
+  for (std::size_t i = 0; i < ref.grad_norm.size(); ++i) {
+    EXPECT_NEAR(run.grad_norm[i], ref.grad_norm[i], 1e-5 * ref.grad_norm[i])
+        << where << " step " << i + 1;
+  }
   // One replica runs the trainer's operations in the trainer's order: nothing differs.
   if (replicas == 1) {
     EXPECT_EQ(run.loss, ref.loss) << where;
+    EXPECT_EQ(run.grad_norm, ref.grad_norm) << where;
     EXPECT_EQ(run.weights, ref.weights) << where;
   }
 }
@@ -112,6 +120,7 @@ TEST_P(PipelineMath, ClipsTheGradientNormAsTheTrainerDoes) {
     const Outcome run = pipeline(settings, schedule, shape.P, shape.R);
     if (world_rank() != 0) continue;
     const Outcome ref = reference(settings);
+    ASSERT_EQ(ref.grad_norm.size(), ref.loss.size()) << "every clipped step reports its norm";
     expect_same(run, ref, shape.R,
                 schedule + " P=" + std::to_string(shape.P) + " R=" + std::to_string(shape.R) +
                     " m=4, clipped");

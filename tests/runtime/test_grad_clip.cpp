@@ -87,7 +87,10 @@ TEST(GradClip, ATrainerStepMovesTheWeightsByTheClippedGradient) {
   }
   StepResult step;
   ASSERT_TRUE((*free_run)->run_step(step).ok());
-  ASSERT_TRUE((*clipped)->run_step(step).ok());
+  EXPECT_FALSE(step.grad_norm.has_value()) << "no clipping, no norm";
+  EXPECT_DOUBLE_EQ(step.learning_rate, 0.1);
+  StepResult clipped_step;
+  ASSERT_TRUE((*clipped)->run_step(clipped_step).ok());
   // The unclipped run's gradients are still in its model: their norm sets c.
   long double sum = 0;
   for (const auto& p : (*free_run)->model().parameters()) {
@@ -97,6 +100,8 @@ TEST(GradClip, ATrainerStepMovesTheWeightsByTheClippedGradient) {
   }
   const double norm = std::sqrt(static_cast<double>(sum));
   ASSERT_GT(norm, 0.05) << "the test needs a gradient larger than the clip";
+  ASSERT_TRUE(clipped_step.grad_norm.has_value());
+  EXPECT_NEAR(*clipped_step.grad_norm, norm, 1e-9 * norm);  // before clipping, in double
   const double c = 0.05 / (norm + 1e-6);
   const auto free_params = (*free_run)->model().parameters();
   const auto clipped_params = (*clipped)->model().parameters();

@@ -45,6 +45,20 @@ TEST(MakeReport, RecordsTheBlasKernels) {
   EXPECT_EQ(report["blas"]["arch_type"], 0);
   EXPECT_EQ(report["blas"]["chosen_by"], "BLIS_ARCH_TYPE=0, set before spillway started");
   EXPECT_DOUBLE_EQ(report["throughput"]["median"].get<double>(), 200.0);
+  EXPECT_EQ(report["learning_rate"], nlohmann::json::array());
+  EXPECT_FALSE(report.contains("grad_norm")) << "no clipping, no norms";
+}
+
+TEST(MakeReport, RecordsEachStepsRateAndGradientNorm) {
+  RunRecord run;
+  run.item_name = "tokens";
+  run.loss = {2.0, 1.5};
+  run.step_seconds = {0.5, 0.4};
+  run.learning_rate = {1e-4, 2e-4};
+  run.grad_norm = {3.5, 2.25};
+  const nlohmann::json report = make_report(run, 100.0, MemoryLedger::process().snapshot());
+  EXPECT_EQ(report["learning_rate"], nlohmann::json({1e-4, 2e-4}));
+  EXPECT_EQ(report["grad_norm"], nlohmann::json({3.5, 2.25}));
 }
 
 }  // namespace
