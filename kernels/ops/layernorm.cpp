@@ -298,17 +298,16 @@ Status layernorm_backward_weight(const Tensor& dy, const Tensor& x, const Tensor
   float* dg = dgamma.data();
   float* db = dbeta.data();
 
-  // One thread, rows of 4 KiB or more: the weight-gradient rows in tiles of 8
-  // (layernorm_rows.hpp). A column block's sweep over a whole group reads 512 bytes of every
-  // row, a page apart at d 1024, which the prefetchers of one core do not follow; a tile reads
-  // its 8 rows from start to end. 2048 x 1024, old and new alternated in one process: 1
-  // thread 0.74-0.90 of the time, 2 threads 0.91-1.15 (mostly slower; two cores' requests
-  // in flight already hide the latency); at d 256 and 512 the tiles took 5-7% longer on one
-  // thread as well. Same bits either way.
-  // Without AVX-512 the rows go four at a time over all columns at every width and thread
-  // count (layernorm_rows_avx2.hpp: the column blocks were slower on the Zen 3).
-  constexpr std::int64_t kTiledWidth = 1024;
-  [[maybe_unused]] const bool tiled = d >= kTiledWidth && compute_threads() == 1;
+  // Rows of 4 KiB or more go four at a time over all columns (weight_rows_streamed in
+  // layernorm_rows.hpp), narrower ones a column block at a time over all rows (weight_rows).
+  // A column block's sweep reads 512 bytes of every row, a page apart at d 1024, which the
+  // prefetchers do not follow; four rows from start to end they do. On the Zen 5 at [2048,
+  // 1024] (bench_kernels, medians of 3 runs alternated, 2026-11-27, /tmp/s16/ln-*) that was
+  // 1.24x as fast on one thread and 1.31x on two (the Zen 4's tiles of 8 rows, which it
+  // replaces, ran on one thread only), and 1.12x in L2; at d 512 it was 0.87x on one thread,
+  // at d 256 within the noise. Same bits either way. Without AVX-512 the rows go four at a
+  // time at every width (layernorm_rows_avx2.hpp: the column blocks were slower on the Zen 3).
+  [[maybe_unused]] constexpr std::int64_t kStreamedWidth = 1024;
 
   // A reduction over rows. Threads split the rows (as every other pass over dy and x does,
   // streaming whole rows) into a fixed number of groups that depends only on the row count;
@@ -324,7 +323,11 @@ Status layernorm_backward_weight(const Tensor& dy, const Tensor& x, const Tensor
       const std::int64_t end = (group + 1) * rows / groups;
 #if defined(__AVX512F__)
       if (d % 16 == 0) {
-        layernorm_detail::weight_rows(dyp, xp, mp, rp, d, begin, end, tiled, pg, pb);
+        if (d >= kStreamedWidth) {
+          layernorm_detail::weight_rows_streamed(dyp, xp, mp, rp, d, begin, end, pg, pb);
+        } else {
+          layernorm_detail::weight_rows(dyp, xp, mp, rp, d, begin, end, pg, pb);
+        }
         continue;
       }
 #elif defined(__AVX2__) && defined(__FMA__)

@@ -1,7 +1,8 @@
 // LayerNorm rows on AVX-512 for widths that are a multiple of 16 (the input gradient up to
 // 512): a row is read into registers (or L1) once and every pass of the statistics and the
 // output works from there, the sums split over several accumulators, four rows at a time
-// in the forward (software-pipelined); the weight gradient keeps column blocks of its sums in registers. The
+// in the forward (software-pipelined); the weight gradient keeps column blocks of its sums
+// in registers, or for rows of 4 KiB and more takes four rows at a time across all columns. The
 // generic loops (layernorm.cpp) read the row three times and reduce through one accumulator
 // each; at d = 256, where a row is 16 vectors, each row then waits on dependent chains of 16
 // additions and their horizontal sums, and the forward ran at 43% of memcpy's bandwidth with
@@ -328,18 +329,18 @@ inline void backward_input_row(const float* dy, const float* x, const float* gam
   }
 }
 
-// Adds rows [begin, end) of dy ⊙ xhat and dy into the partials pg and pb, for NB vectors of
+// Sums rows [begin, end) of dy ⊙ xhat and dy into the partials pg and pb, for NB vectors of
 // columns starting at c0: the sums stay in registers over all the rows, instead of going
 // through memory once per row.
 template <int NB>
 inline void weight_columns(const float* dy, const float* x, const float* mean, const float* rstd,
                            std::int64_t d, std::int64_t begin, std::int64_t end, std::int64_t c0,
-                           bool first, float* pg, float* pb) {
+                           float* pg, float* pb) {
   __m512 acc_g[NB], acc_b[NB];
 #pragma GCC unroll 8
   for (int k = 0; k < NB; ++k) {
-    acc_g[k] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(pg + c0 + 16 * k);
-    acc_b[k] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(pb + c0 + 16 * k);
+    acc_g[k] = _mm512_setzero_ps();
+    acc_b[k] = _mm512_setzero_ps();
   }
   for (std::int64_t i = begin; i < end; ++i) {
     const __m512 mv = _mm512_set1_ps(mean[i]);
@@ -361,32 +362,62 @@ inline void weight_columns(const float* dy, const float* x, const float* mean, c
   }
 }
 
+// Adds rows [i, i + R) of dy ⊙ xhat and dy into the partials pg and pb (or, if `first`,
+// starts them) across all columns, row by row in order for each column (the same additions,
+// in the same order, as weight_columns), the partials going through L1 once per R rows: each
+// row is read from start to end, which the prefetchers follow where a column block's sweep,
+// 4 KiB apart from row to row at d 1024, they do not.
+template <int R>
+inline void weight_row_group(const float* dy, const float* x, const float* mean,
+                             const float* rstd, std::int64_t d, std::int64_t i, bool first,
+                             float* pg, float* pb) {
+  __m512 mv[R], rv[R];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    mv[r] = _mm512_set1_ps(mean[i + r]);
+    rv[r] = _mm512_set1_ps(rstd[i + r]);
+  }
+  for (std::int64_t c = 0; c < d; c += 16) {
+    __m512 g = first ? _mm512_setzero_ps() : _mm512_loadu_ps(pg + c);
+    __m512 b = first ? _mm512_setzero_ps() : _mm512_loadu_ps(pb + c);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const float* row = x + (i + r) * d + c;
+      const __m512 dyv = _mm512_loadu_ps(dy + (i + r) * d + c);
+      const __m512 xhat = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(row), mv[r]), rv[r]);
+      g = _mm512_fmadd_ps(dyv, xhat, g);
+      b = _mm512_add_ps(b, dyv);
+    }
+    _mm512_storeu_ps(pg + c, g);
+    _mm512_storeu_ps(pb + c, b);
+  }
+}
+
+inline void weight_rows_streamed(const float* dy, const float* x, const float* mean,
+                                 const float* rstd, std::int64_t d, std::int64_t begin,
+                                 std::int64_t end, float* pg, float* pb) {
+  std::int64_t i = begin;
+  for (; i + 4 <= end; i += 4) weight_row_group<4>(dy, x, mean, rstd, d, i, i == begin, pg, pb);
+  for (; i < end; ++i) weight_row_group<1>(dy, x, mean, rstd, d, i, i == begin, pg, pb);
+}
+
 // The weight-gradient partials of rows [begin, end) for a width that is a multiple of 16
-// (any size): 8 vectors of columns at a time, then the rest. With `tiled`, the rows go in
-// tiles of 8, each tile sweeping all column blocks (the sums carried from tile to tile in pg
-// and pb, so the additions are the same, in the same order, and the result the same bits);
-// otherwise one sweep per column block covers all the rows.
+// (any size): one sweep over the rows per block of 8 vectors of columns, then the rest.
 inline void weight_rows(const float* dy, const float* x, const float* mean, const float* rstd,
-                        std::int64_t d, std::int64_t begin, std::int64_t end, bool tiled,
-                        float* pg, float* pb) {
+                        std::int64_t d, std::int64_t begin, std::int64_t end, float* pg,
+                        float* pb) {
   constexpr int kBlock = 8;
   using Fn = void (*)(const float*, const float*, const float*, const float*, std::int64_t,
-                      std::int64_t, std::int64_t, std::int64_t, bool, float*, float*);
+                      std::int64_t, std::int64_t, std::int64_t, float*, float*);
   static constexpr Fn kRest[kBlock] = {nullptr,          &weight_columns<1>, &weight_columns<2>,
                                        &weight_columns<3>, &weight_columns<4>, &weight_columns<5>,
                                        &weight_columns<6>, &weight_columns<7>};
-  constexpr std::int64_t kTileRows = 8;
-  const std::int64_t tile = tiled ? kTileRows : end - begin;
-  for (std::int64_t t0 = begin; t0 < end; t0 += tile) {
-    const std::int64_t t1 = std::min(end, t0 + tile);
-    const bool first = t0 == begin;
-    std::int64_t c0 = 0;
-    for (; c0 + 16 * kBlock <= d; c0 += 16 * kBlock) {
-      weight_columns<kBlock>(dy, x, mean, rstd, d, t0, t1, c0, first, pg, pb);
-    }
-    const auto rest = static_cast<int>((d - c0) / 16);
-    if (rest > 0) kRest[rest](dy, x, mean, rstd, d, t0, t1, c0, first, pg, pb);
+  std::int64_t c0 = 0;
+  for (; c0 + 16 * kBlock <= d; c0 += 16 * kBlock) {
+    weight_columns<kBlock>(dy, x, mean, rstd, d, begin, end, c0, pg, pb);
   }
+  const auto rest = static_cast<int>((d - c0) / 16);
+  if (rest > 0) kRest[rest](dy, x, mean, rstd, d, begin, end, c0, pg, pb);
 }
 
 // Input-gradient row kernels for widths 16, 32, ..., 512, indexed by d / 16 - 1.
