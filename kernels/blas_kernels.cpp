@@ -3,7 +3,9 @@
 #include <cpuid.h>
 #include <blis.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <iterator>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -15,13 +17,8 @@ namespace {
 // Last family BLIS 0.x tells apart (Zen 3 and Zen 4); later ones fall to its generic kernels.
 constexpr int kLastAmdFamilyBlis0Knows = 0x19;
 
-bool has_word(std::string_view words, std::string_view word) {
-  std::istringstream in{std::string(words)};
-  std::string w;
-  while (in >> w) {
-    if (w == word) return true;
-  }
-  return false;
+bool has(const KernelNames& names, std::string_view name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
 }
 
 // What each of the named kernels needs of the CPU; a choice the CPU cannot run would die on
@@ -32,32 +29,30 @@ bool cpu_runs(const CpuFacts& cpu, std::string_view kernels) {
   return true;
 }
 
-std::string choices_listed(std::string_view available) {
+std::string choices_listed(const KernelNames& names) {
   std::string out;
-  std::istringstream in{std::string(available)};
-  std::string w;
-  while (in >> w) out += (out.empty() ? "" : ", ") + w + " = " + std::to_string(blis_arch_id(w));
+  for (const std::string& name : names) {
+    out += (out.empty() ? "" : ", ") + name + " = " + std::to_string(blis_arch_id(name));
+  }
   return out;
 }
 
 struct Decision {
-  std::string requested;  // the kernels asked for through BLIS_ARCH_TYPE; "" when none
+  std::string requested;  // the kernels spillway asked for through BLIS_ARCH_TYPE; "" if none
   std::string chosen_by;
   std::string error;      // the user's BLIS_ARCH_TYPE is unusable
 };
 
 Decision decide(const CpuFacts& cpu) {
   const std::string version = bli_info_get_version_str();
-  const std::string available = built_kernels();
+  const KernelNames available = built_kernels();
   Decision d;
   if (const char* user = std::getenv("BLIS_ARCH_TYPE"); user != nullptr) {
     const Status usable = check_user_kernels(user, cpu, available, version);
+    // BLIS reads the same variable whenever it starts, so there is no request to check.
     if (!usable.ok()) {
       d.error = usable.message();
     } else {
-      if (const int id = std::atoi(user); id >= 0 && id < BLIS_NUM_ARCHS && version.substr(0, 2) == "0.") {
-        d.requested = bli_arch_string(static_cast<arch_t>(id));
-      }
       d.chosen_by = std::string("BLIS_ARCH_TYPE=") + user + ", set before spillway started";
     }
     return d;
@@ -76,7 +71,7 @@ Decision decide(const CpuFacts& cpu) {
 
 }  // namespace
 
-std::string built_kernels() {
+KernelNames built_kernels() {
   // The x86 sub-configurations spillway may ask for, where blis.h says they were built.
   static constexpr std::string_view kBuilt[] = {
 #ifdef BLIS_CONFIG_SKX
@@ -96,11 +91,11 @@ std::string built_kernels() {
 #endif
       "generic",  // every build has it
   };
-  std::string names;
+  KernelNames names;
   for (int id = 0; id < BLIS_NUM_ARCHS; ++id) {  // in BLIS's order
     const std::string_view name = bli_arch_string(static_cast<arch_t>(id));  // a table look-up
-    for (std::string_view built : kBuilt) {
-      if (name == built) names.append(names.empty() ? "" : " ").append(name);
+    if (std::find(std::begin(kBuilt), std::end(kBuilt), name) != std::end(kBuilt)) {
+      names.emplace_back(name);
     }
   }
   return names;
@@ -114,7 +109,7 @@ int blis_arch_id(std::string_view name) {
 }
 
 Status check_user_kernels(std::string_view value, const CpuFacts& cpu,
-                          std::string_view available, std::string_view blis_version) {
+                          const KernelNames& available, std::string_view blis_version) {
   // Later BLIS releases read names too, and check what they are given themselves.
   if (blis_version.substr(0, 2) != "0.") return Status::success();
   const std::string text(value);
@@ -124,7 +119,7 @@ Status check_user_kernels(std::string_view value, const CpuFacts& cpu,
   const bool number = !text.empty() && *end == '\0' && errno == 0;
   const std::string name =
       number && id >= 0 && id < BLIS_NUM_ARCHS ? bli_arch_string(static_cast<arch_t>(id)) : "";
-  if (name.empty() || !has_word(available, name)) {
+  if (name.empty() || !has(available, name)) {
     return error(StatusCode::config_error,
                  "BLIS_ARCH_TYPE=" + text + " names none of the kernels BLIS " +
                      std::string(blis_version) + " has here (" + choices_listed(available) +
@@ -161,14 +156,14 @@ CpuFacts this_cpu() {
 }
 
 std::optional<std::string> kernels_for(const CpuFacts& cpu, std::string_view blis_version,
-                                       std::string_view available) {
+                                       const KernelNames& available) {
   // BLIS 0.x knows Intel processors by their instruction sets, so a new one is recognised;
   // AMD ones by family. Later BLIS releases are left to choose for themselves.
   if (blis_version.substr(0, 2) != "0." || !cpu.amd || cpu.family <= kLastAmdFamilyBlis0Knows) {
     return std::nullopt;
   }
   for (const char* name : {"skx", "zen3", "haswell"}) {
-    if (cpu_runs(cpu, name) && has_word(available, name)) return std::string(name);
+    if (cpu_runs(cpu, name) && has(available, name)) return std::string(name);
   }
   return std::nullopt;
 }
@@ -187,10 +182,9 @@ const Result<KernelChoice>& choose_kernels() {
       c.chosen_by = "BLIS, which had started before spillway could ask for " + d.requested;
     }
     if (c.kernels == "generic" && cpu.avx2_fma) {
-      std::string runnable;
-      std::istringstream in{built_kernels()};
-      for (std::string name; in >> name;) {
-        if (name != "generic" && cpu_runs(cpu, name)) runnable += (runnable.empty() ? "" : " ") + name;
+      KernelNames runnable;
+      for (const std::string& name : built_kernels()) {
+        if (name != "generic" && cpu_runs(cpu, name)) runnable.push_back(name);
       }
       c.warning = "BLIS runs its generic kernels, several times slower than this CPU's vector "
                   "units allow: set BLIS_ARCH_TYPE to kernels it runs (" +

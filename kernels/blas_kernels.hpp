@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kernels/status.hpp"
 
@@ -26,21 +27,24 @@ struct CpuFacts {
 
 CpuFacts this_cpu();
 
+// Sub-configurations by BLIS's names ("skx", "zen3", ...).
+using KernelNames = std::vector<std::string>;
+
 // The sub-configuration to ask BLIS `blis_version` for on `cpu`, when that BLIS would not
 // recognise it and has kernels for its instruction set among `available` (the names this
 // BLIS was built with); nullopt when BLIS's own choice stands.
 std::optional<std::string> kernels_for(const CpuFacts& cpu, std::string_view blis_version,
-                                       std::string_view available);
+                                       const KernelNames& available);
 
 // config_error naming the fix when `value`, the user's BLIS_ARCH_TYPE, names none of the
 // sub-configurations in `available` (BLIS 0.x reads a word as 0 and stops the process on a
 // number past its table) or one that `cpu` cannot run (it would crash on its first vector
 // instruction).
 Status check_user_kernels(std::string_view value, const CpuFacts& cpu,
-                          std::string_view available, std::string_view blis_version);
+                          const KernelNames& available, std::string_view blis_version);
 
-// The sub-configurations this BLIS was built with, by BLIS's names, space-separated.
-std::string built_kernels();
+// The sub-configurations this BLIS was built with, in BLIS's order.
+KernelNames built_kernels();
 
 // BLIS's number for the sub-configuration `name` (what BLIS_ARCH_TYPE takes); -1 if none.
 int blis_arch_id(std::string_view name);
