@@ -26,6 +26,10 @@ constexpr std::int64_t kPrefetchBytes = 2048;
 // that the partials (kMaxGroups rows of 2 d floats) stay small.
 constexpr std::int64_t kGroupRows = 64;
 constexpr std::int64_t kMaxGroups = 256;
+#if defined(__AVX512F__)
+// From this width on, an AVX-512 build takes the AVX2 forward (layernorm_forward says why).
+constexpr std::int64_t kWideForwardFloats = 512;
+#endif
 
 // A tensor with elements but no memory (a borrowed null pointer) would crash the loops.
 Status check_data(const char* op, const char* name, const Tensor& t) {
@@ -123,43 +127,44 @@ Status layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& bet
   const std::int64_t ahead =
       std::max<std::int64_t>(1, kPrefetchBytes / (d * static_cast<std::int64_t>(sizeof(float))));
 
+#if defined(__AVX2__) && defined(__FMA__)
+  // Each thread takes a contiguous range of whole blocks of `block_rows`, as schedule(static)
+  // would; `forward_rows(begin, end)` runs one range.
+  const auto by_blocks = [&](std::int64_t block_rows, auto forward_rows) {
+    const std::int64_t blocks = (rows + block_rows - 1) / block_rows;
+#pragma omp parallel num_threads(compute_threads())
+    {
+      const std::int64_t team = omp_get_num_threads();
+      const std::int64_t thread = omp_get_thread_num();
+      const std::int64_t begin = blocks * thread / team * block_rows;
+      const std::int64_t end = std::min(rows, blocks * (thread + 1) / team * block_rows);
+      if (end > begin) forward_rows(begin, end);
+    }
+  };
+#endif
 #if defined(__AVX512F__)
-  if (d % 16 == 0) {
-    // Blocks of four rows, software-pipelined (layernorm_rows.hpp); each thread takes a
-    // contiguous range of whole blocks, as schedule(static) would.
-    const std::int64_t blocks = (rows + layernorm_detail::kBlockRows - 1) /
-                                layernorm_detail::kBlockRows;
-#pragma omp parallel num_threads(compute_threads())
-    {
-      const std::int64_t team = omp_get_num_threads();
-      const std::int64_t thread = omp_get_thread_num();
-      const std::int64_t begin = blocks * thread / team * layernorm_detail::kBlockRows;
-      const std::int64_t end =
-          std::min(rows, blocks * (thread + 1) / team * layernorm_detail::kBlockRows);
-      if (end > begin) {
-        layernorm_detail::forward_rows(xp, g, b, d, begin, end, rows - 1, inv_d, eps, yp, mp,
-                                       rp);
-      }
-    }
+  // Rows narrower than 2 KiB: four rows of 16-float vectors at a time (layernorm_rows.hpp).
+  // From 2 KiB on, the AVX2 kernel's two rows at a time, with its loads ahead of its stores:
+  // on the Zen 5 at [2048, 1024] it ran at 65% / 74% of memcpy on 1 / 2 threads where the
+  // four rows ran at 61% / 68%, and at d 512 at 79% / 84% against 76% / 85% (bench_kernels,
+  // medians of 8 runs alternated, 2026-11-28, /tmp/s17/lnf*). Widths that are no multiple of
+  // 16 take it too (its last vector is masked) instead of the generic loops.
+  if (d % 16 == 0 && d < kWideForwardFloats) {
+    by_blocks(layernorm_detail::kBlockRows, [&](std::int64_t begin, std::int64_t end) {
+      layernorm_detail::forward_rows(xp, g, b, d, begin, end, rows - 1, inv_d, eps, yp, mp, rp);
+    });
     return Status::success();
   }
+  constexpr int kAvx2Rows = 2;
 #elif defined(__AVX2__) && defined(__FMA__)
-  {
-    // Each thread takes a contiguous range of whole blocks (layernorm_rows_avx2.hpp).
-    namespace lnd = layernorm_avx2;
-    const std::int64_t blocks = (rows + lnd::kBlockRows - 1) / lnd::kBlockRows;
-#pragma omp parallel num_threads(compute_threads())
-    {
-      const std::int64_t team = omp_get_num_threads();
-      const std::int64_t thread = omp_get_thread_num();
-      const std::int64_t begin = blocks * thread / team * lnd::kBlockRows;
-      const std::int64_t end = std::min(rows, blocks * (thread + 1) / team * lnd::kBlockRows);
-      if (end > begin) {
-        lnd::forward_rows(xp, g, b, d, begin, end, rows - 1, inv_d, eps, yp, mp, rp);
-      }
-    }
-    return Status::success();
-  }
+  constexpr int kAvx2Rows = layernorm_avx2::kBlockRows;
+#endif
+#if defined(__AVX2__) && defined(__FMA__)
+  by_blocks(kAvx2Rows, [&](std::int64_t begin, std::int64_t end) {
+    layernorm_avx2::forward_rows<kAvx2Rows>(xp, g, b, d, begin, end, rows - 1, inv_d, eps, yp,
+                                            mp, rp);
+  });
+  return Status::success();
 #endif
 #pragma omp parallel for schedule(static) num_threads(compute_threads())
   for (std::int64_t i = 0; i < rows; ++i) {

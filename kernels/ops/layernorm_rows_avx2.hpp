@@ -1,5 +1,7 @@
 // LayerNorm rows on AVX2 + FMA (8 floats a register, 16 registers), for any width: the CPUs
-// without AVX-512 (the Zen 3 development machines). The ideas of layernorm_rows.hpp, with
+// without AVX-512 (the Zen 3 development machines), and on AVX-512 CPUs the forward of rows
+// of 2 KiB and more or of a width that is no multiple of 16, two rows at a time
+// (layernorm.cpp says why). The ideas of layernorm_rows.hpp, with
 // the counts re-measured on the Zen 3, where they came out smaller: the forward sums the
 // statistics of the next row in the loop that writes the outputs of this one, the input
 // gradient likewise, and the weight gradient sweeps the columns four rows at a time. A width
