@@ -118,6 +118,13 @@ Status check_profile(const ModelProfile& profile) {
   return Status::success();
 }
 
+std::string measured_with(const ModelProfile& profile) {
+  std::string text = std::to_string(profile.threads) + " thread(s)";
+  if (!profile.blas_kernels.empty()) text += " with BLIS's " + profile.blas_kernels + " kernels";
+  if (!profile.host.empty()) text += " on " + profile.host;
+  return text;
+}
+
 Status check_profile_matches(const ModelProfile& profile, const std::string& model,
                              const std::vector<std::string>& block_names,
                              std::int64_t microbatch_samples, const std::string& source) {
@@ -218,6 +225,8 @@ std::string profile_to_json(const ModelProfile& profile) {
                     {"model", profile.model},
                     {"microbatch_samples", profile.microbatch_samples},
                     {"threads", profile.threads},
+                    {"host", profile.host},
+                    {"blas_kernels", profile.blas_kernels},
                     {"optimizer_step_s", profile.optimizer_step_s},
                     {"blocks", std::move(blocks)}};
   return out.dump(2) + "\n";
@@ -251,6 +260,12 @@ Result<ModelProfile> profile_from_json(std::string_view text, const std::string&
   if (threads < 1 || threads > 1 << 20)
     return bad(where + "threads = " + std::to_string(threads) + " must be in [1, 2^20]");
   profile.threads = static_cast<int>(threads);
+  if (root.contains("host")) {
+    SPW_ASSIGN_OR_RETURN(profile.host, get_string(root, "host", where));
+  }
+  if (root.contains("blas_kernels")) {
+    SPW_ASSIGN_OR_RETURN(profile.blas_kernels, get_string(root, "blas_kernels", where));
+  }
   if (root.contains("optimizer_step_s")) {
     SPW_ASSIGN_OR_RETURN(profile.optimizer_step_s, get_number(root, "optimizer_step_s", where));
   }

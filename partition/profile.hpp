@@ -57,10 +57,19 @@ struct ModelProfile {
   std::vector<BlockProfile> blocks;
   std::int64_t microbatch_samples = 1;  // the samples each measurement above processed
   int threads = 1;                      // per rank, while measuring
+  // Where it was measured and with which BLIS kernels ("skx", "zen3", "generic", ...; BLIS
+  // picks them per CPU, or spillway does where BLIS does not know the CPU): the times hold
+  // for nodes like that one. "" when unknown (profiles written before they were recorded).
+  std::string host;
+  std::string blas_kernels;
   // One optimizer step over all parameters; a rank holding a fraction of them takes that
   // fraction. Does not scale with samples.
   double optimizer_step_s = 0;
 };
+
+// How it was measured, for people: "2 thread(s) with BLIS's skx kernels on node17", leaving
+// out what is unknown.
+std::string measured_with(const ModelProfile& profile);
 
 // invalid_argument naming the first bad value: no blocks, microbatch_samples or threads < 1,
 // a time that is negative or not finite, a negative byte count.
@@ -82,9 +91,9 @@ Status check_profile_matches(const ModelProfile& profile, const std::string& mod
 Result<ModelProfile> median_profile(const std::vector<ModelProfile>& measured);
 
 // The profile.json format: {"version": 2, "model": "...", "microbatch_samples": 4,
-// "threads": 2, "optimizer_step_s": 0.01, "blocks": [{"name": "embed", "forward_s": ...,
-// every field of BlockProfile}]}. Every block key is required; "model" and
-// "optimizer_step_s" are optional. Version 1 (no "version" key) counted a block's saved
+// "threads": 2, "host": "node17", "blas_kernels": "skx", "optimizer_step_s": 0.01, "blocks":
+// [{"name": "embed", "forward_s": ..., every field of BlockProfile}]}. Every block key is
+// required; "model", "host", "blas_kernels" and "optimizer_step_s" are optional. Version 1 (no "version" key) counted a block's saved
 // state, backward buffers and output with its gradient as one stash and had no workspace
 // or scratch: it is refused with a message to profile again.
 inline constexpr int kProfileVersion = 2;

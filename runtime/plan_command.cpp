@@ -102,8 +102,8 @@ Status run_plan_command(const PlanCommand& command) {
     SPW_TRY(sched::check_profile_matches(profile, settings.model.describe(),
                                          settings.model.block_names(), samples,
                                          command.profile_path));
-    sources.profile = "read from " + command.profile_path + " (measured with " +
-                      std::to_string(profile.threads) + " thread(s))";
+    sources.profile =
+        "read from " + command.profile_path + " (measured with " + sched::measured_with(profile) + ")";
   } else {
     // The threads one rank would get where rank 0 sits.
     ThreadRequest threads;

@@ -15,7 +15,7 @@ Status run_profile_command(const ProfileCommand& command) {
   SPW_ASSIGN_OR_RETURN(TrainSettings settings, train_settings_from(job));
   ThreadRequest threads;
   threads.threads = job.threads.count;
-  SPW_ASSIGN_OR_RETURN(ThreadSetup thread_setup, setup_threads(threads));
+  SPW_TRY(setup_threads(threads).status());
   ProfileOptions options;
   options.microbatch_samples = std::max<std::int64_t>(1, settings.batch / settings.microbatches);
   options.repeats = command.repeats;
@@ -26,9 +26,9 @@ Status run_profile_command(const ProfileCommand& command) {
   }
   SPW_ASSIGN_OR_RETURN(sched::ModelProfile profile, profile_model(settings, options));
   SPW_TRY(sched::write_profile(path, profile));
-  std::printf("spillway: profiled %zu blocks, microbatch of %lld, %d thread(s): %s\n",
+  std::printf("spillway: profiled %zu blocks, microbatch of %lld, %s: %s\n",
               profile.blocks.size(), static_cast<long long>(options.microbatch_samples),
-              thread_setup.threads, path.c_str());
+              sched::measured_with(profile).c_str(), path.c_str());
   // Per microbatch: what F keeps (stash) and what B keeps for W (backward); per rank:
   // what the block's backward reuses all run (workspace) and the most a pass allocates
   // and frees again (scratch).

@@ -4,7 +4,11 @@
 #include <array>
 #include <chrono>
 #include <map>
+#include <string>
 
+#include <unistd.h>
+
+#include "kernels/blas_kernels.hpp"
 #include "kernels/memory_ledger.hpp"
 #include "kernels/numa_allocator.hpp"
 #include "kernels/threading.hpp"
@@ -191,6 +195,13 @@ Status measure_scratch_growth(const TrainSettings& settings, BatchSource& data,
   return Status::success();
 }
 
+// gethostname, not MPI's processor name: a profile may be taken without MPI started.
+std::string host_name() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) return "";
+  return host;
+}
+
 }  // namespace
 
 Result<sched::ModelProfile> profile_model(const TrainSettings& settings,
@@ -209,6 +220,10 @@ Result<sched::ModelProfile> profile_model(const TrainSettings& settings,
   profile.model = spec.describe();
   profile.microbatch_samples = options.microbatch_samples;
   profile.threads = compute_threads();
+  profile.host = host_name();
+  if (const auto& kernels = blas::choose_kernels(); kernels.ok()) {
+    profile.blas_kernels = kernels->kernels;
+  }
   const std::vector<std::string> names = spec.block_names();
   const auto blocks = static_cast<std::size_t>(spec.block_count());
   profile.blocks.resize(blocks);

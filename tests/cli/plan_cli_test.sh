@@ -111,7 +111,13 @@ check "a plan under that cap exists" test $? -eq 0
 "$spillway" profile "$work/tiny.toml" --repeats 2 --output "$work/profile.json" > /dev/null 2>&1
 plan "$work/given.txt" --ranks 2 --profile "$work/profile.json" --output "$work/given.json"
 check "a profile of this job is used" test $? -eq 0
-check "and named" grep -q "^profile: read from $work/profile.json (measured with 1 thread(s))" \
+# BLIS's kernels and the host, as the profile recorded them ("generic" would be a VM whose CPU
+# BLIS does not know and spillway could not help).
+kernels=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["blas_kernels"])' \
+  "$work/profile.json")
+check "the profile records BLIS's kernels" test -n "$kernels"
+check "and named, with its kernels and host" grep -q \
+  "^profile: read from $work/profile.json (measured with 1 thread(s) with BLIS's $kernels kernels on $(hostname))" \
   "$work/given.txt"
 plan "$work/mb.txt" --ranks 2 --profile "$work/profile.json" --set train.microbatches=2
 code=$?

@@ -16,6 +16,8 @@ ModelProfile two_blocks() {
   p.model = "tiny";
   p.microbatch_samples = 4;
   p.threads = 2;
+  p.host = "node17";
+  p.blas_kernels = "skx";
   p.optimizer_step_s = 0.25;
   p.blocks = {{"embed", 0.001, 0.002, 0.003, 10, 20, 30, 40, 50, 60, 70, 80},
               {"head", 0.125, 1e-9, 0, 1, 2, 3, 4, std::int64_t{1} << 40, 5, 6, 7}};
@@ -27,6 +29,8 @@ void expect_same(const ModelProfile& a, const ModelProfile& b) {
   EXPECT_EQ(a.model, b.model);
   EXPECT_EQ(a.microbatch_samples, b.microbatch_samples);
   EXPECT_EQ(a.threads, b.threads);
+  EXPECT_EQ(a.host, b.host);
+  EXPECT_EQ(a.blas_kernels, b.blas_kernels);
   EXPECT_EQ(a.optimizer_step_s, b.optimizer_step_s);
   ASSERT_EQ(a.blocks.size(), b.blocks.size());
   for (std::size_t i = 0; i < a.blocks.size(); ++i) {
@@ -85,8 +89,23 @@ TEST(Profile, OptionalKeysDefault) {
                                    "p.json");
   ASSERT_TRUE(p.ok()) << p.status().message();
   EXPECT_EQ(p->model, "");
+  EXPECT_EQ(p->host, "");
+  EXPECT_EQ(p->blas_kernels, "");
+  EXPECT_EQ(measured_with(*p), "1 thread(s)");
   EXPECT_EQ(p->optimizer_step_s, 0);
   EXPECT_EQ(p->blocks[0].forward_s, 1.0);
+}
+
+TEST(Profile, SaysHowItWasMeasured) {
+  ModelProfile p = two_blocks();
+  EXPECT_EQ(measured_with(p), "2 thread(s) with BLIS's skx kernels on node17");
+  p.host.clear();
+  EXPECT_EQ(measured_with(p), "2 thread(s) with BLIS's skx kernels");
+  std::string text = profile_to_json(two_blocks());
+  text.replace(text.find("\"skx\""), 5, "7");
+  const auto typed = profile_from_json(text, "p.json");
+  ASSERT_FALSE(typed.ok());
+  EXPECT_EQ(typed.status().message(), "p.json: \"blas_kernels\" must be a string, got 7");
 }
 
 TEST(Profile, AMissingKeyIsNamedWithItsBlock) {
