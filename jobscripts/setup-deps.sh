@@ -12,6 +12,7 @@ packages=(
   libblis-openmp-dev
   # tests and benchmarks
   googletest libgtest-dev libgmock-dev libbenchmark-dev
+  python3  # the CLI tests read JSON with it; the bench summaries are Python
   # I/O and configuration
   libhdf5-openmpi-dev zlib1g-dev
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev
