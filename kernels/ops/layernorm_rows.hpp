@@ -1,5 +1,5 @@
 // LayerNorm rows on AVX-512 for widths that are a multiple of 16 (the input gradient up to
-// 512): a row is read into registers (or L1) once and every pass of the statistics and the
+// 256, kMaxRegisterWidth): a row is read into registers (or L1) once and every pass of the statistics and the
 // output works from there, the sums split over several accumulators, four rows at a time
 // in the forward (software-pipelined; rows under 2 KiB, layernorm.cpp); the weight gradient keeps column blocks of its sums
 // in registers, or for rows of 4 KiB and more takes four rows at a time across all columns. The
@@ -27,7 +27,12 @@ namespace spw::ops::layernorm_detail {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
-inline constexpr std::int64_t kMaxRegisterWidth = 512;
+// At d 512 the generic loops (layernorm.cpp) ran the input gradient faster than a row held in
+// registers, with its operands in L3: 1.12x on one thread and 1.02x on two at [2048, 512]
+// (96.8 against 86.3 GB/s, 77% against 68% of memcpy; bench_kernels, medians of 5 runs
+// alternated, 2026-11-28, /tmp/s17/bj-*), though 0.71x with them in L2. Prefetching the next
+// row for the register kernel instead made it 0.91-0.99x as fast (/tmp/s17/bk-*).
+inline constexpr std::int64_t kMaxRegisterWidth = 256;
 
 inline bool fits_registers(std::int64_t d) { return d % 16 == 0 && d <= kMaxRegisterWidth; }
 
@@ -420,7 +425,7 @@ inline void weight_rows(const float* dy, const float* x, const float* mean, cons
   if (rest > 0) kRest[rest](dy, x, mean, rstd, d, begin, end, c0, pg, pb);
 }
 
-// Input-gradient row kernels for widths 16, 32, ..., 512, indexed by d / 16 - 1.
+// Input-gradient row kernels for widths 16, 32, ..., kMaxRegisterWidth, indexed by d / 16 - 1.
 using BackwardInputRow = void (*)(const float*, const float*, const float*, float, float, float,
                                   float*);
 
