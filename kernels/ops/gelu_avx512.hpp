@@ -140,10 +140,10 @@ struct Tail16 {
 // polynomials); on the Zen 5 vdivps made the backward 1.04-1.05x as fast in L2 and 1.03-1.04x
 // at [2048, 256] (bench_kernels, medians of 3 runs alternated, 2026-11-27), and it is exact.
 // R and S are divided by S's leading coefficient, so that S's first Horner step is s + c, an
-// addition: one instruction fewer on the FMA pipes, which bound the backward. In a standalone
-// loop with its operands in L2, 87.5 against 83.7 GB/s (medians of 400, 2026-11-28,
-// /tmp/s17/gd.cpp); largest absolute error 2.70e-7 against 2.48e-7 on a grid of [-10, 10]
-// in steps of 5e-5 (the tests hold it to 4e-7).
+// addition: one instruction fewer on the FMA pipes, which bound the backward. 1.025-1.036x
+// as fast in L2 and 1.01-1.04x at d 256 and 1024 on 1 and 2 threads (bench_kernels, medians
+// of 5 runs alternated, 2026-11-28, /tmp/s17/gb-*); largest absolute error 2.70e-7 against
+// 2.48e-7 on a grid of [-10, 10] in steps of 5e-5 (the tests hold it to 4e-7).
 template <std::size_t N>
 constexpr std::array<float, N> divided_by(const float (&c)[N], double d) {
   std::array<float, N> out{};

@@ -1,8 +1,9 @@
 // LayerNorm rows on AVX-512 for widths that are a multiple of 16 (the input gradient up to
-// 256, kMaxRegisterWidth): a row is read into registers (or L1) once and every pass of the statistics and the
-// output works from there, the sums split over several accumulators, four rows at a time
-// in the forward (software-pipelined; rows under 2 KiB, layernorm.cpp); the weight gradient keeps column blocks of its sums
-// in registers, or for rows of 4 KiB and more takes four rows at a time across all columns. The
+// 256, kMaxRegisterWidth): a row is read into registers (or L1) once and every pass of the
+// statistics and the output works from there, the sums split over several accumulators, four
+// rows at a time in the forward (software-pipelined; rows under 2 KiB, layernorm.cpp); the
+// weight gradient keeps column blocks of its sums in registers, or for rows of 4 KiB and more
+// takes four rows at a time across all columns. The
 // generic loops (layernorm.cpp) read the row three times and reduce through one accumulator
 // each; at d = 256, where a row is 16 vectors, each row then waits on dependent chains of 16
 // additions and their horizontal sums, and the forward ran at 43% of memcpy's bandwidth with
