@@ -5,9 +5,9 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <iterator>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <sstream>
 
 namespace spw::blas {

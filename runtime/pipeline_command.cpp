@@ -77,10 +77,7 @@ Status train_opened_job(const JobConfig& job, const TrainCommand& command, Pipel
     op_times_per_step.start_step();
     SPW_TRY(executor->run_step(step));
     op_times_per_step.end_step(step.seconds);
-    record.loss.push_back(step.loss);
-    record.step_seconds.push_back(step.seconds);
-    record.learning_rate.push_back(step.learning_rate);
-    if (step.grad_norm) record.grad_norm.push_back(*step.grad_norm);
+    record_step(record, step);
     if (rank == 0) {
       const double elapsed =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

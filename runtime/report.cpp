@@ -1,5 +1,7 @@
 #include "runtime/report.hpp"
 
+#include "runtime/trainer.hpp"
+
 #include <algorithm>
 
 namespace spw {
@@ -23,6 +25,13 @@ std::string describe_kernel_choice(const blas::KernelChoice& choice) {
   }
   if (!choice.warning.empty()) text += "spillway: warning: " + choice.warning + "\n";
   return text;
+}
+
+void record_step(RunRecord& run, const StepResult& step) {
+  run.loss.push_back(step.loss);
+  run.step_seconds.push_back(step.seconds);
+  run.learning_rate.push_back(step.learning_rate);
+  if (step.grad_norm) run.grad_norm.push_back(*step.grad_norm);
 }
 
 nlohmann::json make_report(const RunRecord& run, double items_per_step,

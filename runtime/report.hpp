@@ -26,6 +26,10 @@ struct RunRecord {
   blas::KernelChoice blas;  // rank 0's
 };
 
+struct StepResult;
+// Appends one step's loss, time, learning rate and (when it clipped) gradient norm.
+void record_step(RunRecord& run, const StepResult& step);
+
 // Median throughput over steps after the first (which pays for allocation and warm-up).
 double median_items_per_second(const std::vector<double>& step_seconds, double items_per_step);
 

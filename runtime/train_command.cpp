@@ -94,10 +94,7 @@ Status run_single_rank(const JobConfig& job, const TrainCommand& command) {
     op_times_per_step.start_step();
     SPW_TRY(trainer->run_step(step));
     op_times_per_step.end_step(step.seconds);
-    record.loss.push_back(step.loss);
-    record.step_seconds.push_back(step.seconds);
-    record.learning_rate.push_back(step.learning_rate);
-    if (step.grad_norm) record.grad_norm.push_back(*step.grad_norm);
+    record_step(record, step);
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     progress.print({step.step, total, step.loss, step.items_per_second, trainer->item_name(),
