@@ -1,5 +1,8 @@
 // Linear forward, input gradient and weight gradient at the transformer shapes of 2048 tokens,
 // each beside raw bli_sgemm_ex with the same m, n, k, transposes, operands and thread count.
+// The same at T = 128 ("<shape>_r128"), a pipeline microbatch of one 128-token sample, for d
+// 256 and 512: there the forward copies Wᵀ where BLIS packs it slowly (kernels/ops/linear.cpp),
+// so it may beat the raw product with the transpose as a stride.
 //
 //   proj [2048, d] x [d, d]     qkv [2048, d] x [3d, d]
 //   fc1  [2048, d] x [4d, d]    fc2 [2048, 4d] x [d, 4d]        (weight [out, in])
@@ -23,6 +26,8 @@ namespace spw::bench {
 namespace {
 
 constexpr std::int64_t kTokens = 2048;
+constexpr std::int64_t kMicrobatchTokens = 128;
+constexpr std::int64_t kMicrobatchWidths[] = {256, 512};
 
 struct LinearShape {
   const char* name;
@@ -49,16 +54,17 @@ const char* pass_name(Pass p) {
   return "?";
 }
 
-LinearOperands& linear_operands(std::int64_t in, std::int64_t out) {
-  const std::string key = "linear/" + std::to_string(in) + "x" + std::to_string(out);
+LinearOperands& linear_operands(std::int64_t tokens, std::int64_t in, std::int64_t out) {
+  const std::string key =
+      "linear/" + std::to_string(tokens) + "/" + std::to_string(in) + "x" + std::to_string(out);
   return operands<LinearOperands>(key, [&] {
     auto o = std::make_unique<LinearOperands>();
-    o->x = make_tensor(Shape{kTokens, in});
+    o->x = make_tensor(Shape{tokens, in});
     o->w = make_tensor(Shape{out, in});
     o->b = make_tensor(Shape{out});
-    o->y = make_tensor(Shape{kTokens, out});
-    o->dy = make_tensor(Shape{kTokens, out});
-    o->dx = make_tensor(Shape{kTokens, in});
+    o->y = make_tensor(Shape{tokens, out});
+    o->dy = make_tensor(Shape{tokens, out});
+    o->dx = make_tensor(Shape{tokens, in});
     o->dw = make_tensor(Shape{out, in});
     o->db = make_tensor(Shape{out});
     fill_uniform(o->x, -1.0f, 1.0f, 1);
@@ -79,37 +85,40 @@ Status run_op(Pass pass, LinearOperands& o) {
 }
 
 // The same product as the op's, straight into BLIS with a per-call thread count.
-void run_sgemm(Pass pass, LinearOperands& o, std::int64_t in, std::int64_t out, rntm_t* rntm) {
+void run_sgemm(Pass pass, LinearOperands& o, std::int64_t tokens, std::int64_t in,
+               std::int64_t out, rntm_t* rntm) {
   float one = 1.0f;
   float zero = 0.0f;
   switch (pass) {
     case Pass::fwd:
-      bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_TRANSPOSE, kTokens, out, in, &one, o.x.data(), in, 1,
+      bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_TRANSPOSE, tokens, out, in, &one, o.x.data(), in, 1,
                    o.w.data(), in, 1, &zero, o.y.data(), out, 1, nullptr, rntm);
       return;
     case Pass::bwd_in:
-      bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, kTokens, in, out, &one, o.dy.data(), out,
+      bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, tokens, in, out, &one, o.dy.data(), out,
                    1, o.w.data(), in, 1, &zero, o.dx.data(), in, 1, nullptr, rntm);
       return;
     case Pass::bwd_w:
-      bli_sgemm_ex(BLIS_TRANSPOSE, BLIS_NO_TRANSPOSE, out, in, kTokens, &one, o.dy.data(), out, 1,
+      bli_sgemm_ex(BLIS_TRANSPOSE, BLIS_NO_TRANSPOSE, out, in, tokens, &one, o.dy.data(), out, 1,
                    o.x.data(), in, 1, &one, o.dw.data(), in, 1, nullptr, rntm);
       return;
   }
 }
 
-void register_one(const LinearShape& s, std::int64_t d, Pass pass, int threads) {
+void register_one(const LinearShape& s, std::int64_t d, std::int64_t tokens, Pass pass,
+                  int threads) {
   const std::int64_t in = s.in_mult * d;
   const std::int64_t out = s.out_mult * d;
-  const double flops = 2.0 * static_cast<double>(kTokens) * static_cast<double>(in) *
+  const double flops = 2.0 * static_cast<double>(tokens) * static_cast<double>(in) *
                        static_cast<double>(out);
-  const std::string shape = std::string(s.name) + "_d" + std::to_string(d);
+  std::string shape = std::string(s.name) + "_d" + std::to_string(d);
+  if (tokens != kTokens) shape += "_r" + std::to_string(tokens);
 
   finish(benchmark::RegisterBenchmark(
       bench_name("op", pass_name(pass), shape, threads).c_str(),
       [=](benchmark::State& state) {
         if (!use_threads(state, threads)) return;
-        LinearOperands& o = linear_operands(in, out);
+        LinearOperands& o = linear_operands(tokens, in, out);
         if (!check(state, run_op(pass, o))) return;  // warm-up
         const LoadProbe probe;
         for (auto _ : state) {
@@ -125,13 +134,13 @@ void register_one(const LinearShape& s, std::int64_t d, Pass pass, int threads) 
       bench_name("sgemm", pass_name(pass), shape, threads).c_str(),
       [=](benchmark::State& state) {
         if (!use_threads(state, threads)) return;
-        LinearOperands& o = linear_operands(in, out);
+        LinearOperands& o = linear_operands(tokens, in, out);
         rntm_t rntm = BLIS_RNTM_INITIALIZER;
         bli_rntm_set_num_threads(threads, &rntm);
-        run_sgemm(pass, o, in, out, &rntm);  // warm-up
+        run_sgemm(pass, o, tokens, in, out, &rntm);  // warm-up
         const LoadProbe probe;
         for (auto _ : state) {
-          run_sgemm(pass, o, in, out, &rntm);
+          run_sgemm(pass, o, tokens, in, out, &rntm);
           benchmark::ClobberMemory();
         }
         probe.report(state);
@@ -145,7 +154,16 @@ void register_gemm_benchmarks() {
   for (int threads : kThreadCounts) {
     for (std::int64_t d : kWidths) {
       for (const LinearShape& s : kShapes) {
-        for (Pass pass : {Pass::fwd, Pass::bwd_in, Pass::bwd_w}) register_one(s, d, pass, threads);
+        for (Pass pass : {Pass::fwd, Pass::bwd_in, Pass::bwd_w}) {
+          register_one(s, d, kTokens, pass, threads);
+        }
+      }
+    }
+    for (std::int64_t d : kMicrobatchWidths) {
+      for (const LinearShape& s : kShapes) {
+        for (Pass pass : {Pass::fwd, Pass::bwd_in, Pass::bwd_w}) {
+          register_one(s, d, kMicrobatchTokens, pass, threads);
+        }
       }
     }
   }

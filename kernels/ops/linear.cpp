@@ -88,50 +88,91 @@ bool weight_gradient_transposed(std::int64_t out, std::int64_t in) {
   return out <= kTransposedMaxOut && in > out;
 }
 
-// dweight [out, in] += scratch [in, out]ᵀ, each 16 x 16 block through registers where it is
-// whole; threads take rows of dweight.
-void add_transposed(const float* scratch, std::int64_t out, std::int64_t in, float* dweight) {
+enum class Store { assign, add };
+
+// to [cols, rows] = (or +=) from [rows, cols]ᵀ, each 16 x 16 block through registers where it
+// is whole; threads take rows of `to`.
+template <Store kStore>
+void transpose_into(const float* from, std::int64_t rows, std::int64_t cols, float* to) {
   constexpr std::int64_t kBlock = 16;
-  const std::int64_t blocks = (out + kBlock - 1) / kBlock;
+  const std::int64_t blocks = (cols + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static)
-  for (std::int64_t ob = 0; ob < blocks; ++ob) {
-    const std::int64_t o0 = ob * kBlock;
-    const std::int64_t o_count = std::min(kBlock, out - o0);
-    for (std::int64_t i0 = 0; i0 < in; i0 += kBlock) {
-      const std::int64_t i_count = std::min(kBlock, in - i0);
+  for (std::int64_t cb = 0; cb < blocks; ++cb) {
+    const std::int64_t c0 = cb * kBlock;
+    const std::int64_t c_count = std::min(kBlock, cols - c0);
+    for (std::int64_t r0 = 0; r0 < rows; r0 += kBlock) {
+      const std::int64_t r_count = std::min(kBlock, rows - r0);
 #if defined(__AVX512F__)
-      if (o_count == kBlock && i_count == kBlock) {
-        __m512 r[kBlock];
-        for (std::int64_t i = 0; i < kBlock; ++i) r[i] = _mm512_loadu_ps(scratch + (i0 + i) * out + o0);
-        transpose16_in_registers(r);
-        for (std::int64_t o = 0; o < kBlock; ++o) {
-          float* row = dweight + (o0 + o) * in + i0;
-          _mm512_storeu_ps(row, _mm512_add_ps(_mm512_loadu_ps(row), r[o]));
+      if (c_count == kBlock && r_count == kBlock) {
+        __m512 v[kBlock];
+        for (std::int64_t r = 0; r < kBlock; ++r) {
+          v[r] = _mm512_loadu_ps(from + (r0 + r) * cols + c0);
+        }
+        transpose16_in_registers(v);
+        for (std::int64_t c = 0; c < kBlock; ++c) {
+          float* row = to + (c0 + c) * rows + r0;
+          if constexpr (kStore == Store::add) v[c] = _mm512_add_ps(_mm512_loadu_ps(row), v[c]);
+          _mm512_storeu_ps(row, v[c]);
         }
         continue;
       }
 #endif
-      for (std::int64_t o = o0; o < o0 + o_count; ++o) {
-        for (std::int64_t i = i0; i < i0 + i_count; ++i) dweight[o * in + i] += scratch[i * out + o];
+      for (std::int64_t c = c0; c < c0 + c_count; ++c) {
+        for (std::int64_t r = r0; r < r0 + r_count; ++r) {
+          float& slot = to[c * rows + r];
+          slot = kStore == Store::add ? slot + from[r * cols + c] : from[r * cols + c];
+        }
       }
     }
   }
 }
 
-// dweight += (xᵀ · dy)ᵀ through reused scratch (mapping fresh pages per call would cost about
-// what the transposed product saves).
-Status weight_gradient_through_scratch(const Tensor& dy, const Tensor& x, Tensor& dweight) {
-  const std::int64_t rows = dy.shape().rows();
-  const std::int64_t out = dy.shape().cols();
-  const std::int64_t in = x.shape().cols();
+// A weight-sized buffer reused from call to call (mapping fresh pages per call would cost
+// about what the transposed products save), shared by the forward and the weight gradient:
+// a thread runs one at a time, and both need [in, out].
+Result<float*> weight_scratch(std::int64_t out, std::int64_t in) {
   thread_local ScratchBuffer scratch;
   SPW_ASSIGN_OR_RETURN(void* memory,
                        scratch.reserve(static_cast<std::size_t>(in * out) * sizeof(float)));
-  auto* product = static_cast<float*>(memory);
+  return static_cast<float*>(memory);
+}
+
+// dweight += (xᵀ · dy)ᵀ through product, scratch of [in, out].
+void weight_gradient_through(float* product, const Tensor& dy, const Tensor& x,
+                             Tensor& dweight) {
+  const std::int64_t rows = dy.shape().rows();
+  const std::int64_t out = dy.shape().cols();
+  const std::int64_t in = x.shape().cols();
   blas::sgemm(Op::transpose, Op::none, in, out, rows, 1.0f, x.data(), in, dy.data(), out, 0.0f,
               product, out);
-  add_transposed(product, out, in, dweight.data());
-  return Status::success();
+  transpose_into<Store::add>(product, in, out, dweight.data());
+}
+
+// x · weightᵀ makes BLIS pack weightᵀ, reading for each of its columns a row of the weight,
+// in rows; with the rows a multiple of 2 KiB apart, the rows it reads together share L1
+// sets. On the Zen 5 (BLIS's skx kernels, one thread, 2026-11-28) the forward of a
+// microbatch of 128 tokens ran at 116-124 GFLOP/s for in 1024 and 2048 and 156-160 for in
+// 512, against 162-174 for in 256, 768 and 1008, while the product with weightᵀ copied
+// into contiguous rows first ran at 190-206 without the copy and 165-175 with it. The copy
+// costs a read and a write of the weight per call, so it pays where the packing is slow, the
+// weight small enough to stay in cache and the product short: at 4096 x 1024 (16 MiB) the
+// copy made it slower, and on 2048 tokens (bench_kernels, 2 runs alternated) the d 512
+// layers ran 0.91-0.98x. AVX-512 builds only: the copy's transposes are AVX-512's, and BLIS's
+// AVX2 kernels, with another blocking, were not measured.
+constexpr std::int64_t kAliasingRowBytes = 2048;
+constexpr std::int64_t kMaxCopiedWeightFloats = std::int64_t{1} << 20;  // 4 MiB
+constexpr std::int64_t kMaxRowsForCopiedWeight = 512;
+
+bool forward_through_copied_weight(std::int64_t rows, std::int64_t out, std::int64_t in) {
+#if defined(__AVX512F__)
+  return (in * static_cast<std::int64_t>(sizeof(float))) % kAliasingRowBytes == 0 &&
+         in * out <= kMaxCopiedWeightFloats && rows <= kMaxRowsForCopiedWeight;
+#else
+  (void)rows;
+  (void)out;
+  (void)in;
+  return false;
+#endif
 }
 
 // y = residual + x · weightᵀ + bias, residual and bias optional. The addends ride in C: rows
@@ -174,6 +215,11 @@ Status forward(const char* op, const Tensor& x, const Tensor& weight, const Tens
     if (residual->data() != y.data()) SPW_TRY(check_disjoint(op, "y", y, "residual", *residual));
   }
   if (rows == 0 || out == 0) return Status::success();
+  // Reserved before y is touched, so that a memory cap leaves y as it was.
+  float* transposed = nullptr;
+  if (in > 0 && forward_through_copied_weight(rows, out, in)) {
+    SPW_ASSIGN_OR_RETURN(transposed, weight_scratch(out, in));
+  }
 
   float* yp = y.data();
   const float* b = bias != nullptr ? bias->data() : nullptr;
@@ -198,9 +244,15 @@ Status forward(const char* op, const Tensor& x, const Tensor& weight, const Tens
     zero_rows(yp, rows, out);
   }
   if (in == 0) return Status::success();
-  const bool accumulate = b != nullptr || res != nullptr;
-  blas::sgemm(Op::none, Op::transpose, rows, out, in, 1.0f, x.data(), in, weight.data(), in,
-              accumulate ? 1.0f : 0.0f, yp, out);
+  const float beta = b != nullptr || res != nullptr ? 1.0f : 0.0f;
+  if (transposed != nullptr) {
+    transpose_into<Store::assign>(weight.data(), out, in, transposed);
+    blas::sgemm(Op::none, Op::none, rows, out, in, 1.0f, x.data(), in, transposed, out, beta, yp,
+                out);
+    return Status::success();
+  }
+  blas::sgemm(Op::none, Op::transpose, rows, out, in, 1.0f, x.data(), in, weight.data(), in, beta,
+              yp, out);
   return Status::success();
 }
 
@@ -278,13 +330,23 @@ Status linear_backward_weight(const Tensor& dy, const Tensor& x, Tensor& dweight
     SPW_TRY(check_disjoint(op, "dbias", *dbias, "dy", dy));
     SPW_TRY(check_disjoint(op, "dbias", *dbias, "x", x));
     SPW_TRY(check_disjoint(op, "dbias", *dbias, "dweight", dweight));
+  }
+  // Reserved before any gradient is touched, so that a memory cap leaves them as they were.
+  float* product = nullptr;
+  if (rows > 0 && out > 0 && in > 0 && weight_gradient_transposed(out, in)) {
+    SPW_ASSIGN_OR_RETURN(product, weight_scratch(out, in));
+  }
+  if (dbias != nullptr) {
     // One extra read of dy, next to the 2·rows·out·in flops of the product: a few percent
     // at the smallest widths spillway trains with, and it warms dy in cache for sgemm's
     // packing when dy fits.
     SPW_TRY(bias_backward_weight(dy, *dbias));
   }
   if (rows == 0 || out == 0 || in == 0) return Status::success();
-  if (weight_gradient_transposed(out, in)) return weight_gradient_through_scratch(dy, x, dweight);
+  if (product != nullptr) {
+    weight_gradient_through(product, dy, x, dweight);
+    return Status::success();
+  }
   blas::sgemm(Op::transpose, Op::none, out, in, rows, 1.0f, dy.data(), out, x.data(), in, 1.0f,
               dweight.data(), in);
   return Status::success();

@@ -6,9 +6,12 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "kernels/memory_ledger.hpp"
 #include "kernels/ops/linear.hpp"
 #include "kernels/reference/linear.hpp"
 #include "op_test_support.hpp"
@@ -91,7 +94,10 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 std::vector<Case> cases() {
   const std::int64_t rows[] = {1, 7, 33, 130};
   const std::pair<std::int64_t, std::int64_t> features[] = {
-      {1, 1}, {5, 17}, {17, 5}, {1, 67}, {67, 1}, {67, 256}, {256, 67}, {256, 256}};
+      {1, 1}, {5, 17}, {17, 5}, {1, 67}, {67, 1}, {67, 256}, {256, 67}, {256, 256},
+      // Rows a multiple of 2 KiB apart: AVX-512 builds run the forward through a copy of
+      // weightᵀ, with blocks of 16 and a tail (37), and the weight gradient transposed.
+      {512, 37}, {1024, 48}};
   std::vector<Case> all;
   for (const std::int64_t r : rows) {
     for (const auto& [in, out] : features) {
@@ -171,6 +177,45 @@ TEST_P(LinearResidualMatchesReference, IntoItsOwnOutputAndInPlace) {
 
 INSTANTIATE_TEST_SUITE_P(Sizes, LinearResidualMatchesReference, ::testing::ValuesIn(cases()),
                          case_name);
+
+// The scratch that the forward's copy of weightᵀ and the transposed weight gradient take
+// counts against the rank's cap; a call that cannot have it fails before writing anything.
+// On a fresh thread, whose scratch is still empty.
+TEST(Linear, ScratchPastTheMemoryCapFailsAndLeavesOutputsAsTheyWere) {
+  constexpr std::int64_t kRows = 4, kIn = 1024, kOut = 16;
+  const Tensor x = tensor_from({kRows, kIn}, float_values(kRows * kIn, 21));
+  const Tensor w = tensor_from({kOut, kIn}, float_values(kOut * kIn, 22));
+  const Tensor b = tensor_from({kOut}, float_values(kOut, 23));
+  const Tensor dy = tensor_from({kRows, kOut}, float_values(kRows * kOut, 24));
+  Tensor y = filled({kRows, kOut}, 7.0f);
+  Tensor dw = filled({kOut, kIn}, 5.0f);
+  Tensor db = filled({kOut}, 3.0f);
+  const Tensor y0 = filled({kRows, kOut}, 7.0f);
+  const Tensor dw0 = filled({kOut, kIn}, 5.0f);
+  const Tensor db0 = filled({kOut}, 3.0f);
+
+  MemoryLedger& ledger = MemoryLedger::process();
+  ASSERT_TRUE(ledger.set_cap(ledger.current_total() + 1024).ok());
+  Status forward = Status::success();
+  Status weight_gradient = Status::success();
+  std::thread([&] {
+    forward = ops::linear_forward(x, w, &b, y);
+    weight_gradient = ops::linear_backward_weight(dy, x, dw, &db);
+  }).join();
+  ASSERT_TRUE(ledger.set_cap(std::nullopt).ok());
+
+  EXPECT_EQ(weight_gradient.code(), StatusCode::memory_cap) << weight_gradient.message();
+  EXPECT_NE(weight_gradient.message().find("memory cap exceeded"), std::string::npos)
+      << weight_gradient.message();
+  EXPECT_TRUE(bit_identical(dw, dw0));
+  EXPECT_TRUE(bit_identical(db, db0));
+#if defined(__AVX512F__)
+  EXPECT_EQ(forward.code(), StatusCode::memory_cap) << forward.message();
+  EXPECT_TRUE(bit_identical(y, y0));
+#else
+  EXPECT_TRUE(forward.ok()) << forward.message();  // no copy of weightᵀ without AVX-512
+#endif
+}
 
 TEST(Linear, TakesMatrixViewsOfHigherRank) {
   const std::int64_t batch = 2, seq = 3, in = 5, out = 4;
