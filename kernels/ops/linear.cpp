@@ -266,14 +266,13 @@ Status forward(const char* op, const Tensor& x, const Tensor& weight, const Tens
   }
   if (in == 0) return Status::success();
   const float beta = b != nullptr || res != nullptr ? 1.0f : 0.0f;
-  // x is fresh from the op before; the copy of weightᵀ reads the weight itself.
-  if (rows <= kMaxRowsToPreload && transposed == nullptr) preload(weight.data(), in * out);
   if (transposed != nullptr) {
     transpose_into<Store::assign>(weight.data(), out, in, transposed);
     blas::sgemm(Op::none, Op::none, rows, out, in, 1.0f, x.data(), in, transposed, out, beta, yp,
                 out);
     return Status::success();
   }
+  if (rows <= kMaxRowsToPreload) preload(weight.data(), in * out);  // x is fresh
   blas::sgemm(Op::none, Op::transpose, rows, out, in, 1.0f, x.data(), in, weight.data(), in, beta,
               yp, out);
   return Status::success();
