@@ -1,5 +1,6 @@
 // Causal multi-head attention, forward and backward, at the two GPT shapes of the examples:
-// gpt-s (batch 16, seq 128, d 256, 8 heads) and gpt-m (batch 8, seq 256, d 512, 8 heads).
+// gpt-s (batch 16, seq 128, d 256, 8 heads) and gpt-m (batch 8, seq 256, d 512, 8 heads),
+// whole batches and a pipeline microbatch of one sequence, where a call's fixed costs show.
 //
 // GFLOP/s counts only the unmasked half: P = T(T+1)/2 (query, key) pairs per sequence and
 // head, each costing 2·hd flops per product, summed over heads (H·hd = d):
@@ -23,7 +24,8 @@ struct AttentionShape {
   std::int64_t batch, seq, d, heads;
 };
 
-constexpr AttentionShape kShapes[] = {{16, 128, 256, 8}, {8, 256, 512, 8}};
+constexpr AttentionShape kShapes[] = {
+    {16, 128, 256, 8}, {8, 256, 512, 8}, {1, 128, 256, 8}, {1, 256, 512, 8}};
 
 struct AttentionOperands {
   Tensor qkv, y, lse, dy, dqkv;

@@ -171,8 +171,9 @@ def linear_order(shape):
     return -tokens, d, list(LINEAR_SHAPES).index(name)
 
 
-def attention_d(shape):
-    return int(dict((p[0], p[1:]) for p in shape.split("_"))["d"])
+def attention_order(shape, threads):
+    fields = dict((p[0], p[1:]) for p in shape.split("_"))
+    return int(fields["d"]), threads, -int(fields["b"])
 
 
 def table(header, rows):
@@ -340,7 +341,7 @@ def main(argv):
     rows = []
     att_keys = [k for k in ops if k[1].startswith("attention")]
     for shape, threads in sorted({(k[2], k[3]) for k in att_keys},
-                                 key=lambda st: (attention_d(st[0]), st[1])):
+                                 key=lambda st: attention_order(*st)):
         f = runs.get(("op", "attention_fwd", shape, threads), {})
         b = runs.get(("op", "attention_bwd", shape, threads), {})
         for name, run in (("attention_fwd", f), ("attention_bwd", b)):

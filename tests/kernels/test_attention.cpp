@@ -2,11 +2,16 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
+#include "kernels/memory_ledger.hpp"
+#include "kernels/numa_allocator.hpp"
 #include "kernels/ops/attention.hpp"
 #include "kernels/ops/attention_tiled.hpp"
 #include "kernels/reference/attention.hpp"
@@ -244,6 +249,94 @@ TEST(Attention, RunsAreBitIdenticalForAnyThreadCount) {
     }
   }
   omp_set_num_threads(saved);
+}
+
+// The scratch outlives the call: a call after a larger one, with other inputs, must not read
+// what that one left there, and a repeated call must not map any more memory.
+TEST(Attention, KeptScratchGivesTheResultsOfAFreshCall) {
+  auto same = [](const Tensor& a, const Tensor& b) {
+    return std::memcmp(a.data(), b.data(), a.bytes()) == 0;
+  };
+  const Case small{2, 37, 3, 16}, large{2, 129, 3, 64};
+  auto inputs = [](const Case& c, unsigned seed) {
+    return std::pair{
+        tensor_from({c.rows(), 3 * c.d()},
+                    random_vector(static_cast<std::size_t>(c.rows() * 3 * c.d()), seed)),
+        tensor_from({c.rows(), c.d()},
+                    random_vector(static_cast<std::size_t>(c.rows() * c.d()), seed + 1))};
+  };
+  const auto [qkv, dy] = inputs(small, 41);
+  const auto [large_qkv, large_dy] = inputs(large, 43);
+
+  OpResult fresh{}, after_large{}, repeated{};
+  std::int64_t ledger_before_repeat = 0, ledger_after_repeat = 0;
+  std::size_t kept_before_repeat = 0, kept_after_repeat = 0;
+  // Each std::thread starts with no kept scratch.
+  std::thread([&] { fresh = run_op(small, qkv, dy); }).join();
+  std::thread([&] {
+    (void)run_op(large, large_qkv, large_dy);
+    after_large = run_op(small, qkv, dy);
+    ledger_before_repeat = static_cast<std::int64_t>(MemoryLedger::process().current_total());
+    kept_before_repeat = scratch_buffer_bytes();
+    repeated = run_op(small, qkv, dy);
+    ledger_after_repeat = static_cast<std::int64_t>(MemoryLedger::process().current_total());
+    kept_after_repeat = scratch_buffer_bytes();
+  }).join();
+
+  EXPECT_TRUE(same(fresh.y, after_large.y));
+  EXPECT_TRUE(same(fresh.lse, after_large.lse));
+  EXPECT_TRUE(same(fresh.dqkv, after_large.dqkv));
+  EXPECT_TRUE(same(fresh.dqkv, repeated.dqkv));
+  EXPECT_GT(kept_before_repeat, 0u);
+  EXPECT_EQ(kept_after_repeat, kept_before_repeat);
+  // Between the two readings the ledger gained the repeat's outputs, which are still alive,
+  // and nothing else.
+  EXPECT_EQ(ledger_after_repeat - ledger_before_repeat,
+            static_cast<std::int64_t>(repeated.y.bytes() + repeated.lse.bytes() +
+                                      repeated.dqkv.bytes()));
+}
+
+Tensor filled(const Shape& shape, float value) {
+  Tensor t = zeros(shape);
+  std::fill_n(t.data(), t.numel(), value);
+  return t;
+}
+
+TEST(Attention, ScratchPastTheMemoryCapFailsAndLeavesOutputsAsTheyWere) {
+  const Case c{2, 64, 2, 32};
+  const Tensor qkv = tensor_from(
+      {c.rows(), 3 * c.d()}, random_vector(static_cast<std::size_t>(c.rows() * 3 * c.d()), 51));
+  const Tensor dy =
+      tensor_from({c.rows(), c.d()}, random_vector(static_cast<std::size_t>(c.rows() * c.d()), 52));
+  const Tensor lse = filled({c.batch, c.heads, c.seq}, 1.0f);
+  Tensor y = filled({c.rows(), c.d()}, 7.0f);
+  Tensor dqkv = filled({c.rows(), 3 * c.d()}, 5.0f);
+  Tensor lse_out = filled({c.batch, c.heads, c.seq}, 3.0f);
+
+  MemoryLedger& ledger = MemoryLedger::process();
+  ASSERT_TRUE(ledger.set_cap(ledger.current_total() + 1024).ok());
+  Status forward = Status::success();
+  Status backward = Status::success();
+  std::thread([&] {  // a thread with no kept scratch
+    forward = ops::attention_forward(qkv, c.batch, c.seq, c.heads, y, lse_out);
+    backward = ops::attention_backward(dy, qkv, y, lse, c.batch, c.seq, c.heads, dqkv);
+  }).join();
+  ASSERT_TRUE(ledger.set_cap(std::nullopt).ok());
+
+  for (const Status* status : {&forward, &backward}) {
+    EXPECT_EQ(status->code(), StatusCode::memory_cap) << status->message();
+    EXPECT_NE(status->message().find("memory cap exceeded"), std::string::npos)
+        << status->message();
+  }
+  auto all_equal = [](const Tensor& t, float value) {
+    for (std::int64_t i = 0; i < t.numel(); ++i) {
+      if (t.data()[i] != value) return false;
+    }
+    return true;
+  };
+  EXPECT_TRUE(all_equal(y, 7.0f));
+  EXPECT_TRUE(all_equal(lse_out, 3.0f));
+  EXPECT_TRUE(all_equal(dqkv, 5.0f));
 }
 
 // The error must be `code` and its message must contain every one of `parts`.
