@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <vector>
@@ -51,6 +52,17 @@ inline Tensor zeros(const Shape& shape) {
   auto t = Tensor::zeros(shape, MemoryCategory::workspace);
   EXPECT_TRUE(t.ok()) << t.status().message();
   return std::move(t).value();
+}
+
+// A workspace tensor with every element `value`.
+inline Tensor filled(const Shape& shape, float value) {
+  Tensor t = zeros(shape);
+  t.fill(value);
+  return t;
+}
+
+inline bool bit_identical(const Tensor& a, const Tensor& b) {
+  return a.numel() == b.numel() && std::memcmp(a.data(), b.data(), a.bytes()) == 0;
 }
 
 inline std::vector<double> to_double(const Tensor& t) {

@@ -2,7 +2,6 @@
 
 #include <omp.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -20,7 +19,9 @@
 namespace spw {
 namespace {
 
+using testing::bit_identical;
 using testing::close_normwise;
+using testing::filled;
 using testing::random_vector;
 using testing::tensor_from;
 using testing::to_double;
@@ -226,9 +227,6 @@ TEST(Attention, LaterPositionsDoNotChangeEarlierOutputs) {
 // BLIS (hd 5), tiles of both ISAs (16, 64) and AVX2's only (24), pairs that do not divide
 // evenly among the threads, and odd sequences.
 TEST(Attention, RunsAreBitIdenticalForAnyThreadCount) {
-  auto same = [](const Tensor& a, const Tensor& b) {
-    return std::memcmp(a.data(), b.data(), a.bytes()) == 0;
-  };
   const int saved = omp_get_max_threads();
   for (const Case c : {Case{3, 70, 4, 16}, Case{3, 37, 5, 24}, Case{2, 129, 3, 64},
                        Case{3, 33, 3, 5}}) {
@@ -243,9 +241,9 @@ TEST(Attention, RunsAreBitIdenticalForAnyThreadCount) {
       SCOPED_TRACE(std::to_string(threads) + " threads");
       omp_set_num_threads(threads);
       const OpResult again = run_op(c, qkv, dy);
-      EXPECT_TRUE(same(single.y, again.y));
-      EXPECT_TRUE(same(single.lse, again.lse));
-      EXPECT_TRUE(same(single.dqkv, again.dqkv));
+      EXPECT_TRUE(bit_identical(single.y, again.y));
+      EXPECT_TRUE(bit_identical(single.lse, again.lse));
+      EXPECT_TRUE(bit_identical(single.dqkv, again.dqkv));
     }
   }
   omp_set_num_threads(saved);
@@ -254,9 +252,6 @@ TEST(Attention, RunsAreBitIdenticalForAnyThreadCount) {
 // The scratch outlives the call: a call after a larger one, with other inputs, must not read
 // what that one left there, and a repeated call must not map any more memory.
 TEST(Attention, KeptScratchGivesTheResultsOfAFreshCall) {
-  auto same = [](const Tensor& a, const Tensor& b) {
-    return std::memcmp(a.data(), b.data(), a.bytes()) == 0;
-  };
   const Case small{2, 37, 3, 16}, large{2, 129, 3, 64};
   auto inputs = [](const Case& c, unsigned seed) {
     return std::pair{
@@ -283,10 +278,10 @@ TEST(Attention, KeptScratchGivesTheResultsOfAFreshCall) {
     kept_after_repeat = scratch_buffer_bytes();
   }).join();
 
-  EXPECT_TRUE(same(fresh.y, after_large.y));
-  EXPECT_TRUE(same(fresh.lse, after_large.lse));
-  EXPECT_TRUE(same(fresh.dqkv, after_large.dqkv));
-  EXPECT_TRUE(same(fresh.dqkv, repeated.dqkv));
+  EXPECT_TRUE(bit_identical(fresh.y, after_large.y));
+  EXPECT_TRUE(bit_identical(fresh.lse, after_large.lse));
+  EXPECT_TRUE(bit_identical(fresh.dqkv, after_large.dqkv));
+  EXPECT_TRUE(bit_identical(fresh.dqkv, repeated.dqkv));
   EXPECT_GT(kept_before_repeat, 0u);
   EXPECT_EQ(kept_after_repeat, kept_before_repeat);
   // Between the two readings the ledger gained the repeat's outputs, which are still alive,
@@ -294,12 +289,6 @@ TEST(Attention, KeptScratchGivesTheResultsOfAFreshCall) {
   EXPECT_EQ(ledger_after_repeat - ledger_before_repeat,
             static_cast<std::int64_t>(repeated.y.bytes() + repeated.lse.bytes() +
                                       repeated.dqkv.bytes()));
-}
-
-Tensor filled(const Shape& shape, float value) {
-  Tensor t = zeros(shape);
-  std::fill_n(t.data(), t.numel(), value);
-  return t;
 }
 
 TEST(Attention, ScratchPastTheMemoryCapFailsAndLeavesOutputsAsTheyWere) {
@@ -328,15 +317,9 @@ TEST(Attention, ScratchPastTheMemoryCapFailsAndLeavesOutputsAsTheyWere) {
     EXPECT_NE(status->message().find("memory cap exceeded"), std::string::npos)
         << status->message();
   }
-  auto all_equal = [](const Tensor& t, float value) {
-    for (std::int64_t i = 0; i < t.numel(); ++i) {
-      if (t.data()[i] != value) return false;
-    }
-    return true;
-  };
-  EXPECT_TRUE(all_equal(y, 7.0f));
-  EXPECT_TRUE(all_equal(lse_out, 3.0f));
-  EXPECT_TRUE(all_equal(dqkv, 5.0f));
+  EXPECT_TRUE(bit_identical(y, filled(y.shape(), 7.0f)));
+  EXPECT_TRUE(bit_identical(lse_out, filled(lse_out.shape(), 3.0f)));
+  EXPECT_TRUE(bit_identical(dqkv, filled(dqkv.shape(), 5.0f)));
 }
 
 // The error must be `code` and its message must contain every one of `parts`.

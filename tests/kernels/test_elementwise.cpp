@@ -21,7 +21,9 @@ namespace {
 
 using testing::float_values;
 
+using testing::bit_identical;
 using testing::close_normwise;
+using testing::filled;
 using testing::random_vector;
 using testing::tensor_from;
 using testing::to_double;
@@ -38,16 +40,6 @@ std::vector<double> away_from_zero(std::vector<double> v) {
     if (std::abs(x) < 1e-3) x = x < 0 ? -1e-3 : 1e-3;
   }
   return v;
-}
-
-Tensor filled(const Shape& shape, float value) {
-  Tensor t = zeros(shape);
-  t.fill(value);
-  return t;
-}
-
-bool bit_identical(const Tensor& a, const Tensor& b) {
-  return a.numel() == b.numel() && std::memcmp(a.data(), b.data(), a.bytes()) == 0;
 }
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();

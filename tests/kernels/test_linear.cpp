@@ -4,7 +4,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <optional>
 #include <string>
@@ -21,7 +20,9 @@ namespace {
 
 using testing::float_values;
 
+using testing::bit_identical;
 using testing::close_normwise;
+using testing::filled;
 using testing::random_vector;
 using testing::tensor_from;
 using testing::to_double;
@@ -31,16 +32,6 @@ constexpr double kReferenceTolerance = 1e-6;
 constexpr double kFloatTolerance = 1e-5;
 
 std::size_t size(std::int64_t n) { return static_cast<std::size_t>(n); }
-
-Tensor filled(const Shape& shape, float value) {
-  Tensor t = zeros(shape);
-  t.fill(value);
-  return t;
-}
-
-bool bit_identical(const Tensor& a, const Tensor& b) {
-  return a.numel() == b.numel() && std::memcmp(a.data(), b.data(), a.bytes()) == 0;
-}
 
 // ---------------------------------------------------------------------------------------
 // (a) The reference backward against central differences of the reference forward.
