@@ -87,8 +87,9 @@ Status gelu_forward(const Tensor& x, Tensor& y) {
     const std::int64_t end = std::min(n, begin + kBlock);
     if (prefetch) prefetch_next_block(in, end, n);
 #if defined(__AVX512F__)
+    const Quad32 quad = load_quad32();
     map16(in, nullptr, out, begin, end,
-          [&tables](__m512, __m512 v) { return gelu16_any(v, tables); });
+          [&tables, &quad](__m512, __m512 v) { return gelu16_any(v, tables, quad); });
 #elif defined(__AVX2__) && defined(__FMA__)
     const auto gelu = [](__m256, __m256 v) { return gelu8_any(v); };
     if (stream) {

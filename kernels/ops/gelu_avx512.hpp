@@ -5,7 +5,7 @@
 
 #if defined(__AVX512F__)
 #include "kernels/ops/gelu_scalar.hpp"
-#include "kernels/ops/gelu_tables_avx2.hpp"
+#include "kernels/ops/gelu_tables_avx512.hpp"
 
 #include <immintrin.h>
 
@@ -85,53 +85,63 @@ struct Tail16 {
   return _mm512_sub_ps(_mm512_maskz_max_ps(kAll, _mm512_setzero_ps(), x), tq);
 }
 
-// gelu16 for lanes with x >= -kFastMaxT: the AVX2 path's one polynomial of degree 10 for L
-// on [0, 5.5] (gelu_tables_avx2.hpp, fitted for any vector width) and no lookups, both
-// polynomials by Estrin's scheme, 2^n by vscalefps. Same relative error bound, 5.0e-6. On
-// the Zen 5, the forward's in-cache rate in bench_kernels went from 39.4-39.9 GB/s (tables
-// alone) to 44.4-44.7, 1.12-1.14x (medians of 3 runs alternated, 2026-11-27): vpermps
-// costs less there than on the Zen 4 or the Zen 3.
-[[gnu::always_inline]] inline __m512 gelu16_fast(__m512 x) {
-  using gelu_tables_avx2::kExp2;
-  using gelu_tables_avx2::kFastLog2Q;
-  static_assert(std::size(kFastLog2Q) == 11 && std::size(kExp2) == 5,
-                "the Estrin trees below are written for degrees 10 and 4: refit or rewrite them");
-  // min returns its second operand, |x|, for NaN.
-  const __m512 tc = _mm512_maskz_min_ps(kAll, _mm512_set1_ps(gelu_tables_avx2::kFastMaxT),
-                                        _mm512_abs_ps(x));
-  const __m512 u = _mm512_sub_ps(tc, _mm512_set1_ps(gelu_tables_avx2::kFastCentre));
-  const auto pair = [u](int j) {
-    return _mm512_fmadd_ps(_mm512_set1_ps(kFastLog2Q[j + 1]), u, _mm512_set1_ps(kFastLog2Q[j]));
+// gelu16 for lanes with x >= -kFastMaxT: Q(t) itself on 32 intervals of g = t (t + 3)
+// (gelu_tables_avx512.hpp), so no logarithm and no 2^L; each coefficient one vpermt2ps,
+// which reads 32 entries from two registers. Relative error 3.5e-6 at most against 5.0e-6
+// for the one polynomial of degree 10 for L and its 2^L by Estrin's scheme (the AVX2 path,
+// which this replaced here): 18 instructions a vector against 28. In bench_kernels on the
+// Zen 5 the forward ran 1.42-1.49x as fast wherever its arithmetic bounds it (in L2 63
+// against 43 GB/s; medians of 3 runs alternated, 2026-11-28).
+// At t > kFastMaxT, which only x > kFastMaxT reaches here, tc Q(tc) is 1e-7 and x - 1e-7
+// rounds to x within 2e-8 relative.
+struct Quad32 {
+  __m512 low[5], high[5];
+};
+
+// Loaded into registers by each thread. The empty asm keeps them there: GCC otherwise folds
+// the constant loads into every vpermt2ps, 10 more loads a vector, which ran at 53 against 65
+// GB/s in that loop.
+[[gnu::always_inline]] inline Quad32 load_quad32() {
+  using gelu_tables_avx512::kQuad;
+  static_assert(std::size(kQuad) == 5 && std::size(kQuad[0]) == 32,
+                "gelu16_fast is written for 32 intervals of degree 4: refit or rewrite it");
+  Quad32 q{};
+  for (int j = 0; j < 5; ++j) {
+    q.low[j] = _mm512_load_ps(kQuad[j]);
+    q.high[j] = _mm512_load_ps(kQuad[j] + 16);
+    asm("" : "+v"(q.low[j]), "+v"(q.high[j]));
+  }
+  return q;
+}
+
+[[gnu::always_inline]] inline __m512 gelu16_fast(__m512 x, const Quad32& quad) {
+  using namespace gelu_tables_avx512;
+  // min returns its second operand, |x|, for NaN (NaN lanes take the tables anyway).
+  const __m512 tc = _mm512_maskz_min_ps(kAll, _mm512_set1_ps(kFastMaxT), _mm512_abs_ps(x));
+  const __m512 g = _mm512_mul_ps(
+      tc, _mm512_fmadd_ps(tc, _mm512_set1_ps(kQuadScale), _mm512_set1_ps(kQuadShiftScale)));
+  const __m512 whole =
+      _mm512_maskz_roundscale_ps(kAll, g, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  const __m512 u = _mm512_sub_ps(g, whole);
+  const __m512i index = _mm512_maskz_cvttps_epi32(kAll, whole);
+  const auto c = [&quad, index](int j) {
+    return _mm512_permutex2var_ps(quad.low[j], index, quad.high[j]);
   };
-  const __m512 u2 = _mm512_mul_ps(u, u);
-  const __m512 u4 = _mm512_mul_ps(u2, u2);
-  const __m512 u8 = _mm512_mul_ps(u4, u4);
-  const __m512 low = _mm512_fmadd_ps(pair(2), u2, pair(0));
-  const __m512 middle = _mm512_fmadd_ps(pair(6), u2, pair(4));
-  const __m512 high = _mm512_fmadd_ps(_mm512_set1_ps(kFastLog2Q[10]), u2, pair(8));
-  const __m512 l = _mm512_fmadd_ps(high, u8, _mm512_fmadd_ps(middle, u4, low));
-  const __m512 n =
-      _mm512_maskz_roundscale_ps(kAll, l, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512 f = _mm512_sub_ps(l, n);
-  const __m512 f2 = _mm512_mul_ps(f, f);
-  const __m512 upper = _mm512_fmadd_ps(
-      _mm512_fmadd_ps(_mm512_set1_ps(kExp2[4]), f, _mm512_set1_ps(kExp2[3])), f,
-      _mm512_set1_ps(kExp2[2]));
-  const __m512 mantissa = _mm512_fmadd_ps(
-      upper, f2, _mm512_fmadd_ps(_mm512_set1_ps(kExp2[1]), f, _mm512_set1_ps(kExp2[0])));
-  const __m512 exponent =
-      _mm512_add_ps(n, _mm512_set1_ps(static_cast<float>(gelu_tables_avx2::kFastLog2QWhole)));
-  const __m512 tq = _mm512_maskz_scalef_ps(kAll, _mm512_mul_ps(tc, mantissa), exponent);
-  return _mm512_sub_ps(_mm512_maskz_max_ps(kAll, _mm512_setzero_ps(), x), tq);
+  __m512 q = _mm512_fmadd_ps(c(4), u, c(3));
+  q = _mm512_fmadd_ps(q, u, c(2));
+  q = _mm512_fmadd_ps(q, u, c(1));
+  q = _mm512_fmadd_ps(q, u, c(0));
+  return _mm512_fnmadd_ps(tc, q, _mm512_maskz_max_ps(kAll, _mm512_setzero_ps(), x));
 }
 
 // Lanes below -kFastMaxT, and NaN, take the tables, and only a vector holding one computes
 // both. A lane's path depends on its own value alone, never its neighbours', so results do
 // not change with how values fall into vectors.
-[[gnu::always_inline]] inline __m512 gelu16_any(__m512 x, const Tables16& tables) {
+[[gnu::always_inline]] inline __m512 gelu16_any(__m512 x, const Tables16& tables,
+                                                const Quad32& quad) {
   const __mmask16 tail =
-      _mm512_cmp_ps_mask(x, _mm512_set1_ps(-gelu_tables_avx2::kFastMaxT), _CMP_NGE_UQ);
-  const __m512 y = gelu16_fast(x);
+      _mm512_cmp_ps_mask(x, _mm512_set1_ps(-gelu_tables_avx512::kFastMaxT), _CMP_NGE_UQ);
+  const __m512 y = gelu16_fast(x, quad);
   return tail == 0 ? y : _mm512_mask_blend_ps(tail, y, gelu16(x, tables));
 }
 
