@@ -4,7 +4,7 @@
 #include "kernels/ops/gelu_scalar.hpp"
 #include "kernels/ops/op_checks.hpp"
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
 #include "kernels/ops/gelu_avx512.hpp"
 #elif defined(__AVX2__) && defined(__FMA__)
 #include "kernels/ops/gelu_avx2.hpp"
@@ -76,7 +76,7 @@ Status gelu_forward(const Tensor& x, Tensor& y) {
   float* out = y.data();
   const std::int64_t blocks = (n + kBlock - 1) / kBlock;
   const bool prefetch = n >= kPrefetchFloats;
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
   const Tables16 tables = load_tables();
 #elif defined(__AVX2__) && defined(__FMA__)
   const bool stream = prefetch && streams_to(out);
@@ -86,7 +86,7 @@ Status gelu_forward(const Tensor& x, Tensor& y) {
     const std::int64_t begin = block * kBlock;
     const std::int64_t end = std::min(n, begin + kBlock);
     if (prefetch) prefetch_next_block(in, end, n);
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
     const Quad32 quad = load_quad32();
     map16(in, nullptr, out, begin, end,
           [&tables, &quad](__m512, __m512 v) { return gelu16_any(v, tables, quad); });
@@ -113,7 +113,7 @@ Status gelu_backward(const Tensor& dy, const Tensor& x, Tensor& dx) {
   float* out = dx.data();
   const std::int64_t blocks = (n + kBlock - 1) / kBlock;
   const bool prefetch = n >= kPrefetchFloats;
-#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+#if !(defined(__AVX512F__) && defined(__AVX512DQ__)) && defined(__AVX2__) && defined(__FMA__)
   const bool stream = prefetch && streams_to(out);
 #endif
 #pragma omp parallel for schedule(static)
@@ -124,7 +124,7 @@ Status gelu_backward(const Tensor& dy, const Tensor& x, Tensor& dx) {
       prefetch_next_block(g, end, n);
       prefetch_next_block(in, end, n);
     }
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
     map16(in, g, out, begin, end,
           [](__m512 gv, __m512 v) { return _mm512_mul_ps(gv, gelu_derivative16(v)); });
 #elif defined(__AVX2__) && defined(__FMA__)
