@@ -87,7 +87,7 @@ Status gelu_forward(const Tensor& x, Tensor& y) {
     const std::int64_t end = std::min(n, begin + kBlock);
     if (prefetch) prefetch_next_block(in, end, n);
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
-    const Quad32 quad = load_quad32();
+    const Table32 quad = load_table32(gelu_tables_avx512::kQuad);
     map16(in, nullptr, out, begin, end,
           [&tables, &quad](__m512, __m512 v) { return gelu16_any(v, tables, quad); });
 #elif defined(__AVX2__) && defined(__FMA__)
@@ -125,8 +125,10 @@ Status gelu_backward(const Tensor& dy, const Tensor& x, Tensor& dx) {
       prefetch_next_block(in, end, n);
     }
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
-    map16(in, g, out, begin, end,
-          [](__m512 gv, __m512 v) { return _mm512_mul_ps(gv, gelu_derivative16(v)); });
+    const Table32 deriv = load_table32(gelu_tables_avx512::kDeriv);
+    map16(in, g, out, begin, end, [&deriv](__m512 gv, __m512 v) {
+      return _mm512_mul_ps(gv, gelu_derivative16(v, deriv));
+    });
 #elif defined(__AVX2__) && defined(__FMA__)
     const auto gradient = [](__m256 gv, __m256 v) {
       return _mm256_mul_ps(gv, gelu_derivative8(v));

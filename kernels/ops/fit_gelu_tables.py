@@ -42,6 +42,7 @@ FAST_DEGREE = 10
 QUAD_SHIFT = 3  # g = t (t + QUAD_SHIFT): see --avx512
 QUAD_INTERVALS = 32
 QUAD_DEGREE = 4
+DERIV_MAX_T = 6  # GELU's derivative is within 4e-8 of 0 or 1 from here on
 
 
 def f32(x):
@@ -196,7 +197,38 @@ def emit_avx512():
     print(f"inline constexpr float kQuadScale = {scale!r}f;")
     print(f"inline constexpr float kQuadShiftScale = {shift_scale!r}f;")
     emit("kQuad", rows, "Coefficients from u^0 up, one row of 32 intervals each.")
+    emit_derivative()
     print("\n}  // namespace spw::ops::gelu_tables_avx512")
+
+
+def emit_derivative():
+    """GELU'(x) = Phi(x) + x phi(x): 1 + D(t) for x >= 0, -D(t) below, with t = |x| and
+    D(t) = t phi(t) - Q(t), on 32 equal intervals of t in [0, DERIV_MAX_T] indexed by the
+    integer part of t kDerivScale, a polynomial of degree 4 in its fraction on each (absolute
+    error is what matters here: the derivative crosses zero)."""
+    scale = f32(QUAD_INTERVALS / mp.mpf(DERIV_MAX_T))
+    while f32(mp.mpf(scale) * DERIV_MAX_T) >= QUAD_INTERVALS:
+        scale = struct.unpack("f", struct.pack("I", struct.unpack("I", struct.pack("f", scale))[0] - 1))[0]
+
+    def d(t):
+        return t * mp.npdf(t) - q(t)
+
+    rows = [[] for _ in range(QUAD_DEGREE + 1)]
+    worst_abs = 0
+    for k in range(QUAD_INTERVALS):
+        f = lambda u, k=k: d((k + u) / mp.mpf(scale))
+        coef = interpolate(f, mp.mpf(0), mp.mpf(1), mp.mpf(0), QUAD_DEGREE)
+        rounded = [mp.mpf(f32(c)) for c in coef]
+        worst_abs = max(worst_abs, worst(f, rounded, mp.mpf(0), mp.mpf(1), mp.mpf(0)))
+        for j in range(QUAD_DEGREE + 1):
+            rows[j].append(f32(coef[j]))
+    print("// The backward's: D(t) = t phi(t) - Q(t), GELU'(x) = 1 + D(|x|) for x >= 0 and -D(|x|)")
+    print(f"// below, on 32 intervals of t kDerivScale, t clamped to kDerivMaxT ({DERIV_MAX_T}, where |D| is")
+    print(f"// {float(abs(d(mp.mpf(DERIV_MAX_T)))):.1e}); largest absolute error of the fits with their "
+          f"coefficients rounded: {float(worst_abs):.1e}.")
+    print(f"inline constexpr float kDerivMaxT = {f32(DERIV_MAX_T)!r}f;")
+    print(f"inline constexpr float kDerivScale = {scale!r}f;")
+    emit("kDeriv", rows, "Coefficients from u^0 up, one row of 32 intervals each.")
 
 
 def main():

@@ -1,7 +1,9 @@
-// GELU forward and backward on AVX-512 (16 lanes): the forms of gelu_scalar.hpp, each
-// coefficient of the tables one 16-entry vpermps. activation.cpp runs them where the build
-// machine has AVX-512 F and DQ (the Zen 4 the project started on; DQ for vrangeps and
-// vreduceps, which every AVX-512 CPU but Xeon Phi has).
+// GELU forward and backward on AVX-512 (16 lanes). The forward's far left tail (x < -5.5)
+// takes the tables of gelu_scalar.hpp (log2 Q on 16 intervals, each coefficient a 16-entry
+// vpermps, and 2^L); the rest of the forward and the whole backward take polynomials on 32
+// intervals (gelu_tables_avx512.hpp), each coefficient one vpermt2ps. activation.cpp runs them
+// where the build machine has AVX-512 F and DQ (DQ for vrangeps and vreduceps, which every
+// AVX-512 CPU but Xeon Phi has).
 #pragma once
 
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
@@ -10,17 +12,17 @@
 
 #include <immintrin.h>
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
 
 namespace spw::ops::gelu_detail {
 
-// Cost of the forward: 27 instructions per 16 elements, 10 of them on Zen 4's FMA pipes and 7
-// vpermps (5 coefficients, the interval's middle and L's integer part), measured at 20 cycles
-// per 16 elements with the data in L1 (3.7 GHz, two vectors interleaved): 2.9 G elements/s per
-// core, 23 GB/s of x read and y written. Without the vpermps the same code ran at 16 cycles.
+// Cost of the tail path, when it was the whole forward: 27 instructions per 16 elements, 10
+// of them on Zen 4's FMA pipes and 7 vpermps (5 coefficients, the interval's middle and L's
+// integer part), measured at 20 cycles per 16 elements with the data in L1 (3.7 GHz, two
+// vectors interleaved): 2.9 G elements/s per core, 23 GB/s of x read and y written. Without
+// the vpermps the same code ran at 16 cycles.
 // The rational fit used before (0.5 + x P(x²)/Q(x²), 18.5 cycles) was only accurate in
 // absolute terms: 0 in place of x Φ(x) below x = -6 (relative error 1) and 1e-5 relative
 // already at x = -2.6.
@@ -47,7 +49,8 @@ inline Tables16 load_tables() {
   return _mm512_maskz_permutexvar_ps(kAll, index, table);
 }
 
-[[gnu::always_inline]] inline __m512 interval_poly16(const __m512 (&c)[5], __m512i index, __m512 u) {
+[[gnu::always_inline]] inline __m512 interval_poly16(const __m512 (&c)[5], __m512i index,
+                                                     __m512 u) {
   __m512 p = lookup(index, c[4]);
   p = _mm512_fmadd_ps(p, u, lookup(index, c[3]));
   p = _mm512_fmadd_ps(p, u, lookup(index, c[2]));
@@ -97,45 +100,52 @@ struct Tail16 {
 // 1.09-1.10x (a loop over map16 in L1, same bits).
 // At t > kFastMaxT, which only x > kFastMaxT reaches here, tc Q(tc) is 1e-7 and x - 1e-7
 // rounds to x within 2e-8 relative.
-struct Quad32 {
+struct Table32 {
   __m512 low[5], high[5];
 };
 
 // Loaded into registers by each thread. The empty asm keeps them there: GCC otherwise folds
 // the constant loads into every vpermt2ps, 10 more loads a vector, which ran at 53 against 65
 // GB/s in that loop.
-[[gnu::always_inline]] inline Quad32 load_quad32() {
-  using gelu_tables_avx512::kQuad;
-  static_assert(std::size(kQuad) == 5 && std::size(kQuad[0]) == 32,
-                "gelu16_fast is written for 32 intervals of degree 4: refit or rewrite it");
-  Quad32 q{};
+[[gnu::always_inline]] inline Table32 load_table32(const float (&rows)[5][32]) {
+  Table32 table{};
   for (int j = 0; j < 5; ++j) {
-    q.low[j] = _mm512_load_ps(kQuad[j]);
-    q.high[j] = _mm512_load_ps(kQuad[j] + 16);
-    asm("" : "+v"(q.low[j]), "+v"(q.high[j]));
+    table.low[j] = _mm512_load_ps(rows[j]);
+    table.high[j] = _mm512_load_ps(rows[j] + 16);
+    asm("" : "+v"(table.low[j]), "+v"(table.high[j]));
   }
-  return q;
+  return table;
 }
 
-[[gnu::always_inline]] inline __m512 gelu16_fast(__m512 x, const Quad32& quad) {
-  using namespace gelu_tables_avx512;
-  // One vrangeps: the smaller magnitude of x and kFastMaxT, sign cleared (imm 0b10'10).
-  // NaN lanes take the tables (gelu16_any), whatever this makes of them.
+// sum_j table[j][index] u^j, each coefficient one vpermt2ps (the index's low 5 bits).
+[[gnu::always_inline]] inline __m512 interval_poly32(const Table32& table, __m512i index,
+                                                     __m512 u) {
+  const auto c = [&table, index](int j) {
+    return _mm512_permutex2var_ps(table.low[j], index, table.high[j]);
+  };
+  __m512 p = _mm512_fmadd_ps(c(4), u, c(3));
+  p = _mm512_fmadd_ps(p, u, c(2));
+  p = _mm512_fmadd_ps(p, u, c(1));
+  return _mm512_fmadd_ps(p, u, c(0));
+}
+
+// One vrangeps: the smaller magnitude of x and the limit, sign cleared (imm 0b10'10). For NaN
+// it returns the limit: callers must send NaN lanes another way.
+[[gnu::always_inline]] inline __m512 magnitude_clamped(__m512 x, float limit) {
   constexpr int kSmallerMagnitudePositive = 0b1010;
-  const __m512 tc =
-      _mm512_maskz_range_ps(kAll, x, _mm512_set1_ps(kFastMaxT), kSmallerMagnitudePositive);
+  return _mm512_maskz_range_ps(kAll, x, _mm512_set1_ps(limit), kSmallerMagnitudePositive);
+}
+
+[[gnu::always_inline]] inline __m512 gelu16_fast(__m512 x, const Table32& quad) {
+  using namespace gelu_tables_avx512;
+  // NaN lanes take the tables (gelu16_any), whatever this makes of them.
+  const __m512 tc = magnitude_clamped(x, kFastMaxT);
   const __m512 g = _mm512_mul_ps(
       tc, _mm512_fmadd_ps(tc, _mm512_set1_ps(kQuadScale), _mm512_set1_ps(kQuadShiftScale)));
   // g >= 0: vreduceps gives g - floor(g) exactly and truncation is the floor.
   const __m512 u = _mm512_maskz_reduce_ps(kAll, g, _MM_FROUND_TO_NEG_INF);
   const __m512i index = _mm512_maskz_cvttps_epi32(kAll, g);
-  const auto c = [&quad, index](int j) {
-    return _mm512_permutex2var_ps(quad.low[j], index, quad.high[j]);
-  };
-  __m512 q = _mm512_fmadd_ps(c(4), u, c(3));
-  q = _mm512_fmadd_ps(q, u, c(2));
-  q = _mm512_fmadd_ps(q, u, c(1));
-  q = _mm512_fmadd_ps(q, u, c(0));
+  const __m512 q = interval_poly32(quad, index, u);
   return _mm512_fnmadd_ps(tc, q, _mm512_maskz_max_ps(kAll, _mm512_setzero_ps(), x));
 }
 
@@ -143,47 +153,35 @@ struct Quad32 {
 // both. A lane's path depends on its own value alone, never its neighbours', so results do
 // not change with how values fall into vectors.
 [[gnu::always_inline]] inline __m512 gelu16_any(__m512 x, const Tables16& tables,
-                                                const Quad32& quad) {
+                                                const Table32& quad) {
   const __mmask16 tail =
       _mm512_cmp_ps_mask(x, _mm512_set1_ps(-gelu_tables_avx512::kFastMaxT), _CMP_NGE_UQ);
   const __m512 y = gelu16_fast(x, quad);
   return tail == 0 ? y : _mm512_mask_blend_ps(tail, y, gelu16(x, tables));
 }
 
-// The derivative's rational fit on 16 lanes, with vdivps. On the Zen 4 a reciprocal estimate
-// and a Newton step beat it (there a 512-bit vdivps held the FMA pipes about as long as both
-// polynomials); on the Zen 5 vdivps made the backward 1.04-1.05x as fast in L2 and 1.03-1.04x
-// at [2048, 256] (bench_kernels, medians of 3 runs alternated, 2026-11-27), and it is exact.
-// R and S are divided by S's leading coefficient, so that S's first Horner step is s + c, an
-// addition: one instruction fewer on the FMA pipes, which bound the backward. 1.025-1.036x
-// as fast in L2 and 1.01-1.04x at d 256 and 1024 on 1 and 2 threads (bench_kernels, medians
-// of 5 runs alternated, 2026-11-28, /tmp/s17/gb-*); largest absolute error 2.70e-7 against
-// 2.48e-7 on a grid of [-10, 10] in steps of 5e-5 (the tests hold it to 4e-7).
-template <std::size_t N>
-constexpr std::array<float, N> divided_by(const float (&c)[N], double d) {
-  std::array<float, N> out{};
-  for (std::size_t i = 0; i < N; ++i) out[i] = static_cast<float>(static_cast<double>(c[i]) / d);
-  return out;
-}
-inline constexpr auto kDerivRScaled = divided_by(kDerivR, kDerivS[0]);
-inline constexpr auto kDerivSScaled = divided_by(kDerivS, kDerivS[0]);
-
-[[gnu::always_inline]] inline __m512 gelu_derivative16(__m512 x) {
-  // max and min return their second operand for NaN, so NaN passes through.
-  const __m512 c = _mm512_maskz_min_ps(kAll, _mm512_set1_ps(kDerivClamp),
-                                       _mm512_maskz_max_ps(kAll, _mm512_set1_ps(-kDerivClamp), x));
-  const __m512 s = _mm512_mul_ps(c, c);
-  __m512 r = _mm512_set1_ps(kDerivRScaled[0]);
-#pragma GCC unroll 8
-  for (std::size_t i = 1; i < kDerivRScaled.size(); ++i) {
-    r = _mm512_fmadd_ps(r, s, _mm512_set1_ps(kDerivRScaled[i]));
-  }
-  __m512 q = _mm512_add_ps(s, _mm512_set1_ps(kDerivSScaled[1]));
-#pragma GCC unroll 8
-  for (std::size_t i = 2; i < kDerivSScaled.size(); ++i) {
-    q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(kDerivSScaled[i]));
-  }
-  return _mm512_add_ps(_mm512_div_ps(_mm512_mul_ps(c, r), q), _mm512_set1_ps(0.5f));
+// GELU'(x) = 1 + D(t) for x >= 0 and -D(t) below, t = |x| clamped to kDerivMaxT, D from 32
+// intervals of t (gelu_tables_avx512.hpp). The sign comes from x's sign bit for both parts, so
+// -0 gives 0.5 as +0 does. This replaced the rational fit of gelu_scalar.hpp with its vdivps
+// (which the AVX2 path keeps): largest absolute error 8.9e-8 against 2.7e-7 on [-10, 10] in
+// steps of 5e-6; in a loop over map16 in L1, one core of the Zen 5, 1.37-1.43x as fast (107
+// against 78 GB/s, 2026-11-28); bench_kernels' in-cache gelu_bwd on the Xeon (Emerald Rapids)
+// 1.31-1.34x (52 against 39 GB/s, medians of 3 runs alternated, 2026-11-29).
+[[gnu::always_inline]] inline __m512 gelu_derivative16(__m512 x, const Table32& deriv) {
+  using namespace gelu_tables_avx512;
+  // min returns its second operand, |x|, for NaN, which then stays NaN to the end (vrangeps,
+  // as in the forward, would return the limit).
+  const __m512 tc = _mm512_maskz_min_ps(kAll, _mm512_set1_ps(kDerivMaxT), _mm512_abs_ps(x));
+  const __m512 g = _mm512_mul_ps(tc, _mm512_set1_ps(kDerivScale));
+  const __m512 u = _mm512_maskz_reduce_ps(kAll, g, _MM_FROUND_TO_NEG_INF);
+  const __m512i index = _mm512_maskz_cvttps_epi32(kAll, g);
+  const __m512i d = _mm512_castps_si512(interval_poly32(deriv, index, u));
+  const __m512i sign = _mm512_set1_epi32(static_cast<int>(0x80000000u));
+  const __m512i xi = _mm512_castps_si512(x);
+  // d ^ (x & sign): 0x78 is ternary logic's truth table of A ^ (B & C).
+  const __m512 signed_d = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(d, xi, sign, 0x78));
+  const __mmask16 non_negative = _mm512_testn_epi32_mask(xi, sign);
+  return _mm512_mask_add_ps(signed_d, non_negative, signed_d, _mm512_set1_ps(1.0f));
 }
 
 // out[begin, end) = f(in) or f(g, in), whole vectors and a masked tail. Normal stores even
