@@ -10,6 +10,8 @@
 #include <iterator>
 #include <sstream>
 
+#include "kernels/fma_units.hpp"
+
 namespace spw::blas {
 
 namespace {
@@ -62,8 +64,14 @@ Decision decide(const CpuFacts& cpu) {
     setenv("BLIS_ARCH_TYPE", std::to_string(id).c_str(), 0);
     d.requested = *name;
     std::ostringstream why;
-    why << "spillway: BLIS " << version << " does not know AMD family 0x" << std::hex
-        << cpu.family << " and would run its generic kernels";
+    why << "spillway: BLIS " << version;
+    if (cpu.amd) {
+      why << " does not know AMD family 0x" << std::hex << cpu.family
+          << " and would run its generic kernels";
+    } else {
+      why << " gives an Intel core its AVX-512 kernels only when the model name tells of two "
+             "512-bit FMA units; this core has two, measured";
+    }
     d.chosen_by = why.str();
   }
   return d;
@@ -134,7 +142,9 @@ Status check_user_kernels(std::string_view value, const CpuFacts& cpu,
   return Status::success();
 }
 
-CpuFacts this_cpu() {
+namespace {
+
+CpuFacts cpu_from_cpuid() {
   CpuFacts cpu;
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return cpu;
@@ -143,6 +153,7 @@ CpuFacts this_cpu() {
   std::memcpy(vendor + 4, &edx, 4);
   std::memcpy(vendor + 8, &ecx, 4);
   cpu.amd = std::strcmp(vendor, "AuthenticAMD") == 0;
+  cpu.intel = std::strcmp(vendor, "GenuineIntel") == 0;
   if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0) {
     const unsigned base = (eax >> 8) & 0xf;
     cpu.family = static_cast<int>(base == 0xf ? base + ((eax >> 20) & 0xff) : base);
@@ -155,13 +166,29 @@ CpuFacts this_cpu() {
   return cpu;
 }
 
+}  // namespace
+
+CpuFacts this_cpu() {
+  static const CpuFacts facts = [] {
+    CpuFacts cpu = cpu_from_cpuid();
+    if (cpu.intel && cpu.avx512) cpu.fma512_units = measure_fma512_units();
+    return cpu;
+  }();
+  return facts;
+}
+
 std::optional<std::string> kernels_for(const CpuFacts& cpu, std::string_view blis_version,
                                        const KernelNames& available) {
-  // BLIS 0.x knows Intel processors by their instruction sets, so a new one is recognised;
-  // AMD ones by family. Later BLIS releases are left to choose for themselves.
-  if (blis_version.substr(0, 2) != "0." || !cpu.amd || cpu.family <= kLastAmdFamilyBlis0Knows) {
+  // BLIS 0.x knows Intel processors by their instruction sets, but gives AVX-512 ones its
+  // skx kernels only when their model name says two FMA units; AMD ones by family. Later BLIS
+  // releases are left to choose for themselves.
+  if (blis_version.substr(0, 2) != "0.") return std::nullopt;
+  if (cpu.intel) {
+    // One unit: haswell, which BLIS takes itself, is as fast.
+    if (cpu.fma512_units == 2 && cpu_runs(cpu, "skx") && has(available, "skx")) return "skx";
     return std::nullopt;
   }
+  if (!cpu.amd || cpu.family <= kLastAmdFamilyBlis0Knows) return std::nullopt;
   for (const char* name : {"skx", "zen3", "haswell"}) {
     if (cpu_runs(cpu, name) && has(available, name)) return std::string(name);
   }

@@ -4,9 +4,12 @@
 // keeps them. The BLIS of Debian 12 (0.9) tells AMD processors apart by family and knows
 // none after Zen 3/4 (family 0x19): on a Zen 5 (0x1a) it runs its generic C kernels, whose
 // sgemm ran at 21 GFLOP/s on one core where its AVX-512 kernels ("skx") ran at 118, and a
-// gpt-s step 4.7x slower (2026-11-27). So before BLIS starts, spillway asks for the kernels
-// of the instruction set the CPU has, through BLIS's own BLIS_ARCH_TYPE, unless the user set
-// that variable, or BLIS would recognise the CPU anyway.
+// gpt-s step 4.7x slower (2026-11-27). It takes its AVX-512 kernels on Intel only where the
+// model name tells it the core has two 512-bit FMA units (fma_units.hpp), so on a VM whose
+// CPU is called "Intel(R) Xeon(R) Processor" it runs its AVX2 ("haswell") kernels at half
+// the speed. So before BLIS starts, spillway asks for the kernels the CPU runs best, through
+// BLIS's own BLIS_ARCH_TYPE, unless the user set that variable, or BLIS would recognise the
+// CPU anyway.
 #pragma once
 
 #include <optional>
@@ -20,11 +23,15 @@ namespace spw::blas {
 
 struct CpuFacts {
   bool amd = false;
+  bool intel = false;
   int family = 0;         // the display family: base family plus extended family
   bool avx2_fma = false;  // what BLIS's haswell and zen kernels use
   bool avx512 = false;    // F, DQ, BW and VL together: what its skx kernels use
+  int fma512_units = 0;   // measured on Intel with AVX-512 (fma_units.hpp); 0 elsewhere
 };
 
+// Measured once per process (about a millisecond on Intel with AVX-512); later calls return
+// the first answer.
 CpuFacts this_cpu();
 
 // Sub-configurations by BLIS's names ("skx", "zen3", ...).

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "kernels/blas_kernels.hpp"
+#include "kernels/fma_units.hpp"
 
 namespace spw::blas {
 namespace {
@@ -16,8 +17,13 @@ constexpr CpuFacts kNewAmdWithoutAvx512{.amd = true, .family = 0x1a, .avx2_fma =
                                         .avx512 = false};
 constexpr CpuFacts kZen4{.amd = true, .family = 0x19, .avx2_fma = true, .avx512 = true};
 constexpr CpuFacts kZen3{.amd = true, .family = 0x19, .avx2_fma = true, .avx512 = false};
-constexpr CpuFacts kIntelWithAvx512{.amd = false, .family = 6, .avx2_fma = true,
-                                    .avx512 = true};
+constexpr CpuFacts kIntelWithTwoFmaUnits{.intel = true, .family = 6, .avx2_fma = true,
+                                         .avx512 = true, .fma512_units = 2};
+constexpr CpuFacts kIntelWithOneFmaUnit{.intel = true, .family = 6, .avx2_fma = true,
+                                        .avx512 = true, .fma512_units = 1};
+constexpr CpuFacts kIntelNotMeasured{.intel = true, .family = 6, .avx2_fma = true,
+                                     .avx512 = true};
+constexpr CpuFacts kIntelWithAvx2{.intel = true, .family = 6, .avx2_fma = true};
 constexpr CpuFacts kNewAmdWithoutAvx2{.amd = true, .family = 0x1a, .avx2_fma = false,
                                       .avx512 = false};
 
@@ -35,7 +41,16 @@ TEST(KernelsFor, WithoutAvx512ANewAmdGetsZen3ThenHaswell) {
 TEST(KernelsFor, CpusBlisRecognisesKeepItsChoice) {
   EXPECT_EQ(kernels_for(kZen4, kBlis09, kBuilt), std::nullopt);
   EXPECT_EQ(kernels_for(kZen3, kBlis09, kBuilt), std::nullopt);
-  EXPECT_EQ(kernels_for(kIntelWithAvx512, kBlis09, kBuilt), std::nullopt);
+  EXPECT_EQ(kernels_for(kIntelWithAvx2, kBlis09, kBuilt), std::nullopt);
+}
+
+TEST(KernelsFor, AnIntelCoreWithTwo512BitFmaUnitsGetsSkxWhateverItsName) {
+  EXPECT_EQ(kernels_for(kIntelWithTwoFmaUnits, kBlis09, kBuilt), "skx");
+  EXPECT_EQ(kernels_for(kIntelWithTwoFmaUnits, kBlis09, {"haswell", "generic"}), std::nullopt);
+  EXPECT_EQ(kernels_for(kIntelWithTwoFmaUnits, "1.0", kBuilt), std::nullopt);
+  // With one unit BLIS's haswell is as fast, and unmeasured means BLIS decides.
+  EXPECT_EQ(kernels_for(kIntelWithOneFmaUnit, kBlis09, kBuilt), std::nullopt);
+  EXPECT_EQ(kernels_for(kIntelNotMeasured, kBlis09, kBuilt), std::nullopt);
 }
 
 TEST(KernelsFor, LaterBlisReleasesChooseForThemselves) {
@@ -46,6 +61,19 @@ TEST(KernelsFor, LaterBlisReleasesChooseForThemselves) {
 TEST(KernelsFor, NoVectorKernelsItCanRunMeansNoChoice) {
   EXPECT_EQ(kernels_for(kNewAmdWithoutAvx2, kBlis09, kBuilt), std::nullopt);
   EXPECT_EQ(kernels_for(kZen5, kBlis09, {"generic"}), std::nullopt);
+}
+
+TEST(ThisCpu, CountsFmaUnitsOnIntelWithAvx512Only) {
+  const CpuFacts cpu = this_cpu();
+  if (cpu.intel && cpu.avx512) {
+    EXPECT_TRUE(cpu.fma512_units == 1 || cpu.fma512_units == 2) << cpu.fma512_units;
+    // A second measurement agrees: the two rates lie about 2x apart on either kind of core.
+    EXPECT_EQ(measure_fma512_units(), cpu.fma512_units);
+  } else {
+    EXPECT_EQ(cpu.fma512_units, 0);
+  }
+  __builtin_cpu_init();
+  EXPECT_EQ(measure_fma512_units() == 0, !__builtin_cpu_supports("avx512f"));
 }
 
 std::string id_of(std::string_view name) { return std::to_string(blis_arch_id(name)); }
