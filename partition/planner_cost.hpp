@@ -107,6 +107,7 @@ struct BlockSums {
   std::int64_t stash_bytes(StageRange range) const;
   std::int64_t scratch_bytes(StageRange range) const;
 };
+// The profile's blocks on microbatches of `samples` (profile.hpp: how times and bytes scale).
 BlockSums scale_blocks(const ModelProfile& profile, std::int64_t samples);
 
 // A ring all-reduce over world ranks in ring order, keeping only the links that can be the

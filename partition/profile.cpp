@@ -81,6 +81,16 @@ Result<BlockProfile> block_from_json(const json& object, const std::string& wher
     SPW_ASSIGN_OR_RETURN(b.scratch_growth_bytes,
                          get_integer(object, "scratch_growth_bytes", where));
   }
+  if (object.contains("one_sample")) {
+    const json& one = object.at("one_sample");
+    const std::string inner = where + "one_sample ";
+    if (!one.is_object()) return bad(inner + "must be an object, got " + one.dump());
+    PassSeconds t;
+    SPW_ASSIGN_OR_RETURN(t.forward_s, get_number(one, "forward_s", inner));
+    SPW_ASSIGN_OR_RETURN(t.backward_input_s, get_number(one, "backward_input_s", inner));
+    SPW_ASSIGN_OR_RETURN(t.backward_weight_s, get_number(one, "backward_weight_s", inner));
+    b.one_sample = t;
+  }
   SPW_ASSIGN_OR_RETURN(b.parameter_bytes, get_integer(object, "parameter_bytes", where));
   SPW_ASSIGN_OR_RETURN(b.gradient_bytes, get_integer(object, "gradient_bytes", where));
   SPW_ASSIGN_OR_RETURN(b.optimizer_state_bytes,
@@ -104,6 +114,12 @@ Status check_profile(const ModelProfile& profile) {
     SPW_TRY(check_seconds(where, "forward_s", b.forward_s));
     SPW_TRY(check_seconds(where, "backward_input_s", b.backward_input_s));
     SPW_TRY(check_seconds(where, "backward_weight_s", b.backward_weight_s));
+    if (b.one_sample) {
+      const std::string inner = where + "one_sample ";
+      SPW_TRY(check_seconds(inner, "forward_s", b.one_sample->forward_s));
+      SPW_TRY(check_seconds(inner, "backward_input_s", b.one_sample->backward_input_s));
+      SPW_TRY(check_seconds(inner, "backward_weight_s", b.one_sample->backward_weight_s));
+    }
     SPW_TRY(check_bytes(where, "stash_bytes", b.stash_bytes));
     SPW_TRY(check_bytes(where, "backward_bytes", b.backward_bytes));
     SPW_TRY(check_bytes(where, "activation_bytes", b.activation_bytes));
@@ -189,6 +205,20 @@ Result<ModelProfile> median_profile(const std::vector<ModelProfile>& measured) {
         median_over([i](const ModelProfile& p) { return p.blocks[i].backward_input_s; });
     b.backward_weight_s =
         median_over([i](const ModelProfile& p) { return p.blocks[i].backward_weight_s; });
+    // Every rank measured on one sample, or the profile has no such times.
+    const bool all_one_sample = std::all_of(measured.begin(), measured.end(),
+                                            [i](const ModelProfile& p) {
+                                              return p.blocks[i].one_sample.has_value();
+                                            });
+    if (all_one_sample) {
+      const auto one = [i](const ModelProfile& p) { return *p.blocks[i].one_sample; };
+      b.one_sample = PassSeconds{
+          median_over([&](const ModelProfile& p) { return one(p).forward_s; }),
+          median_over([&](const ModelProfile& p) { return one(p).backward_input_s; }),
+          median_over([&](const ModelProfile& p) { return one(p).backward_weight_s; })};
+    } else {
+      b.one_sample = std::nullopt;
+    }
     // Scratch includes kernels' process-wide buffers, which each rank grew on its own.
     for (const ModelProfile& p : measured) {
       b.scratch_bytes = std::max(b.scratch_bytes, p.blocks[i].scratch_bytes);
@@ -220,6 +250,11 @@ std::string profile_to_json(const ModelProfile& profile) {
                       {"gradient_bytes", b.gradient_bytes},
                       {"optimizer_state_bytes", b.optimizer_state_bytes}});
     if (b.scratch_growth_bytes) blocks.back()["scratch_growth_bytes"] = *b.scratch_growth_bytes;
+    if (b.one_sample) {
+      blocks.back()["one_sample"] = {{"forward_s", b.one_sample->forward_s},
+                                     {"backward_input_s", b.one_sample->backward_input_s},
+                                     {"backward_weight_s", b.one_sample->backward_weight_s}};
+    }
   }
   const json out = {{"version", kProfileVersion},
                     {"model", profile.model},

@@ -8,8 +8,10 @@
 // scratch only up, by the growth measured at twice the samples (kernels' scratch mostly
 // depends on threads, weights and sequence length, not on the batch); parameter, gradient and
 // optimizer-state bytes do not depend on the batch.
-// Linear holds when a block's passes are large GEMMs; for tiny microbatches, where per-call
-// overhead dominates, it is optimistic.
+// Proportional times hold when a block's passes are large GEMMs; on smaller microbatches the
+// GEMMs run below that rate (on the Xeon VM gpt-m's layers took 1.06-1.21x half their
+// 2-sample time on one sample), so the passes are also timed on one sample, and times below
+// microbatch_samples lie on the line through the two (BlockProfile::one_sample).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +27,12 @@ namespace spw::sched {
 // The bytes are what the ledger sees the block's passes allocate (runtime/profiler.hpp); the
 // planner adds a stage's input and its blocks' outputs and their gradients to them
 // (planner_cost.hpp), as the executor's microbatch slots hold them.
+struct PassSeconds {
+  double forward_s = 0;
+  double backward_input_s = 0;
+  double backward_weight_s = 0;
+};
+
 struct BlockProfile {
   std::string name;
   double forward_s = 0;
@@ -48,6 +56,10 @@ struct BlockProfile {
   // weight and does not grow; some (LayerNorm's partial sums) does, up to a bound. Absent
   // (profiles written before it was measured): all of scratch_bytes is taken to grow.
   std::optional<std::int64_t> scratch_growth_bytes = std::nullopt;
+  // The same passes on a microbatch of one sample, measured where microbatch_samples > 1.
+  // Absent there in profiles written before it was measured: times then scale
+  // proportionally all the way down.
+  std::optional<PassSeconds> one_sample = std::nullopt;
 };
 
 struct ModelProfile {

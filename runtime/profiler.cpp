@@ -195,6 +195,43 @@ Status measure_scratch_growth(const TrainSettings& settings, BatchSource& data,
   return Status::success();
 }
 
+// The timed runs are spread over sweeps through all blocks rather than taken block after
+// block, so a change in the node's load while profiling (other jobs, other ranks) reaches
+// every block alike instead of making identical blocks look different.
+Status time_blocks(const TrainSettings& settings, const MicrobatchData& mb,
+                   const ProfileOptions& options, std::int64_t process_start,
+                   std::vector<sched::BlockProfile>& blocks, std::vector<BlockTimes>& times) {
+  const int sweeps = std::min(options.repeats, std::max(options.sweeps, 1));
+  for (int sweep = 0; sweep < sweeps; ++sweep) {
+    const int runs = options.repeats / sweeps + (sweep < options.repeats % sweeps ? 1 : 0);
+    for (std::size_t b = 0; b < blocks.size(); ++b) {
+      SPW_TRY(measure_block(settings, mb, static_cast<std::int64_t>(b), options.warmup, runs,
+                            process_start, blocks[b], times[b]));
+    }
+  }
+  return Status::success();
+}
+
+// The passes on a microbatch of one sample, for the planner's smaller microbatches: their
+// GEMMs run below the profiled ones' rate (profile.hpp). Only the times are kept; the bytes
+// scale with samples.
+Status time_one_sample(const TrainSettings& settings, BatchSource& data,
+                       const ProfileOptions& options, std::int64_t process_start,
+                       sched::ModelProfile& profile) {
+  MicrobatchBuffers buffers;
+  SPW_ASSIGN_OR_RETURN(const MicrobatchData mb,
+                       profiled_microbatch(data, settings.model, 1, buffers));
+  std::vector<sched::BlockProfile> unused(profile.blocks.size());
+  std::vector<BlockTimes> times(profile.blocks.size());
+  SPW_TRY(time_blocks(settings, mb, options, process_start, unused, times));
+  for (std::size_t b = 0; b < profile.blocks.size(); ++b) {
+    profile.blocks[b].one_sample =
+        sched::PassSeconds{median(times[b].forward), median(times[b].backward_input),
+                           median(times[b].backward_weight)};
+  }
+  return Status::success();
+}
+
 // gethostname, not MPI's processor name: a profile may be taken without MPI started.
 std::string host_name() {
   char host[256] = {};
@@ -228,21 +265,14 @@ Result<sched::ModelProfile> profile_model(const TrainSettings& settings,
   const auto blocks = static_cast<std::size_t>(spec.block_count());
   profile.blocks.resize(blocks);
   std::vector<BlockTimes> times(blocks);
-  // The timed runs are spread over sweeps through all blocks rather than taken block after
-  // block, so a change in the node's load while profiling (other jobs, other ranks) reaches
-  // every block alike instead of making identical blocks look different.
-  const int sweeps = std::min(options.repeats, std::max(options.sweeps, 1));
   // Without the kernels' reusable scratch an earlier run in this process left allocated:
   // the blocks' measurements then see it as theirs, as in a fresh process.
   const std::int64_t process_start =
       ledger_bytes() - static_cast<std::int64_t>(scratch_buffer_bytes());
-  for (int sweep = 0; sweep < sweeps; ++sweep) {
-    const int runs = options.repeats / sweeps + (sweep < options.repeats % sweeps ? 1 : 0);
-    for (std::size_t b = 0; b < blocks; ++b) {
-      SPW_TRY(measure_block(settings, mb, static_cast<std::int64_t>(b), options.warmup, runs,
-                            process_start, profile.blocks[b], times[b]));
-      profile.blocks[b].name = names[b];
-    }
+  SPW_TRY(time_blocks(settings, mb, options, process_start, profile.blocks, times));
+  for (std::size_t b = 0; b < blocks; ++b) profile.blocks[b].name = names[b];
+  if (options.microbatch_samples > 1) {
+    SPW_TRY(time_one_sample(settings, *data, options, process_start, profile));
   }
   SPW_TRY(measure_scratch_growth(settings, *data, options, process_start, profile));
   for (std::size_t b = 0; b < blocks; ++b) {

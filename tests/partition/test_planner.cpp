@@ -455,6 +455,37 @@ TEST(PlannerCost, ScratchGrowsByItsMeasuredGrowthAndNeverShrinks) {
   EXPECT_EQ(half.scratch_bytes({1, 1}), 500);
 }
 
+// Times scale proportionally from the profiled microbatch up; below it they lie on the line
+// through the one-sample time where the profile has one, proportionally where not.
+TEST(PlannerCost, TimesBelowTheProfiledMicrobatchFollowTheOneSampleTimes) {
+  ModelProfile p;
+  p.microbatch_samples = 4;
+  p.blocks = {{.name = "a", .forward_s = 4.0, .backward_input_s = 2.0, .backward_weight_s = 1.0,
+               .one_sample = PassSeconds{1.6, 0.8, 0.25}},
+              {.name = "b", .forward_s = 4.0, .backward_input_s = 2.0, .backward_weight_s = 1.0}};
+  const auto f = [](const BlockSums& s, int block) { return s.stage({block, block}).forward_s; };
+  const auto bi = [](const BlockSums& s, int block) {
+    return s.stage({block, block}).backward_input_s;
+  };
+  const auto bw = [](const BlockSums& s, int block) {
+    return s.stage({block, block}).backward_weight_s;
+  };
+  const BlockSums one = scale_blocks(p, 1), two = scale_blocks(p, 2), four = scale_blocks(p, 4),
+                  eight = scale_blocks(p, 8);
+  EXPECT_DOUBLE_EQ(f(one, 0), 1.6);
+  EXPECT_DOUBLE_EQ(bi(one, 0), 0.8);
+  EXPECT_DOUBLE_EQ(bw(one, 0), 0.25);
+  EXPECT_DOUBLE_EQ(f(two, 0), 1.6 + (4.0 - 1.6) / 3);
+  EXPECT_DOUBLE_EQ(bw(two, 0), 0.25 + (1.0 - 0.25) / 3);
+  EXPECT_DOUBLE_EQ(f(four, 0), 4.0);
+  EXPECT_DOUBLE_EQ(f(eight, 0), 8.0);
+  EXPECT_DOUBLE_EQ(bi(eight, 0), 4.0);
+  EXPECT_DOUBLE_EQ(f(one, 1), 1.0);
+  EXPECT_DOUBLE_EQ(f(two, 1), 2.0);
+  EXPECT_DOUBLE_EQ(f(eight, 1), 8.0);
+  EXPECT_DOUBLE_EQ(two.stage({0, 1}).forward_s, 1.6 + (4.0 - 1.6) / 3 + 2.0);
+}
+
 // The bound the search prunes with equals the simulator on equal stages and free links.
 TEST(PlannerBound, MatchesTheSimulatorOnEqualStages) {
   for (const std::string name : {"gpipe", "1f1b", "zb-h1", "interleaved-1f1b", "pipefb"})

@@ -22,6 +22,7 @@ ModelProfile two_blocks() {
   p.blocks = {{"embed", 0.001, 0.002, 0.003, 10, 20, 30, 40, 50, 60, 70, 80},
               {"head", 0.125, 1e-9, 0, 1, 2, 3, 4, std::int64_t{1} << 40, 5, 6, 7}};
   p.blocks[1].scratch_growth_bytes = 3;  // the embedding's left unmeasured
+  p.blocks[1].one_sample = PassSeconds{0.0625, 1e-10, 0};  // likewise
   return p;
 }
 
@@ -48,7 +49,34 @@ void expect_same(const ModelProfile& a, const ModelProfile& b) {
     EXPECT_EQ(x.workspace_bytes, y.workspace_bytes);
     EXPECT_EQ(x.scratch_bytes, y.scratch_bytes);
     EXPECT_EQ(x.scratch_growth_bytes, y.scratch_growth_bytes);
+    ASSERT_EQ(x.one_sample.has_value(), y.one_sample.has_value());
+    if (x.one_sample) {
+      EXPECT_EQ(x.one_sample->forward_s, y.one_sample->forward_s);
+      EXPECT_EQ(x.one_sample->backward_input_s, y.one_sample->backward_input_s);
+      EXPECT_EQ(x.one_sample->backward_weight_s, y.one_sample->backward_weight_s);
+    }
   }
+}
+
+// Profiles written before the one-sample times were measured lack them; present, they are
+// times like the others.
+TEST(Profile, OneSampleTimesAreOptionalAndChecked) {
+  ModelProfile p = two_blocks();
+  const auto back = profile_from_json(profile_to_json(p), "mem");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_FALSE(back->blocks[0].one_sample.has_value());
+  ASSERT_TRUE(back->blocks[1].one_sample.has_value());
+  EXPECT_EQ(back->blocks[1].one_sample->forward_s, 0.0625);
+  p.blocks[1].one_sample->backward_input_s = -1;
+  EXPECT_EQ(check_profile(p).message(),
+            "profile: block 1 (head) one_sample backward_input_s = -1 must be a finite number of "
+            "seconds >= 0");
+  std::string text = profile_to_json(two_blocks());
+  const std::string key = "\"one_sample\": {";
+  ASSERT_NE(text.find(key), std::string::npos) << text;
+  text.replace(text.find(key), key.size(), "\"one_sample\": 3, \"unused\": {");
+  EXPECT_EQ(profile_from_json(text, "p.json").status().message(),
+            "p.json: block 1: one_sample must be an object, got 3");
 }
 
 // The growth is optional: profiles written before it was measured lack it, and the planner
@@ -233,6 +261,12 @@ TEST(Profile, MedianOfConcurrentProfilesTakesEachTimesMedian) {
   EXPECT_EQ(median_profile(ranks)->blocks[0].scratch_growth_bytes, 9);
   ranks[0].blocks[0].scratch_growth_bytes = std::nullopt;
   EXPECT_FALSE(median_profile(ranks)->blocks[0].scratch_growth_bytes.has_value());
+  // One-sample times take their medians too, and are unknown when a rank lacks them.
+  ranks[0].blocks[1].one_sample->forward_s = 1;
+  ranks[1].blocks[1].one_sample->forward_s = 3;
+  EXPECT_EQ(median_profile(ranks)->blocks[1].one_sample->forward_s, 2);
+  ranks[1].blocks[1].one_sample.reset();
+  EXPECT_FALSE(median_profile(ranks)->blocks[1].one_sample.has_value());
   ranks[1].blocks[1].workspace_bytes = 8;
   EXPECT_FALSE(median_profile(ranks).ok());
   ranks[1].blocks[1].workspace_bytes = ranks[0].blocks[1].workspace_bytes;

@@ -68,6 +68,21 @@ TEST(Profiler, MeasuresEveryBlockWithItsBytes) {
   EXPECT_EQ(profile->blocks[3].workspace_bytes, 0);
   EXPECT_GT(profile->blocks[1].scratch_bytes, 0);
   EXPECT_GT(profile->optimizer_step_s, 0);
+  // Every block's passes are timed on one sample too, for the planner's smaller microbatches.
+  for (const auto& block : profile->blocks) {
+    ASSERT_TRUE(block.one_sample.has_value()) << block.name;
+    EXPECT_GT(block.one_sample->forward_s, 0) << block.name;
+    EXPECT_GE(block.one_sample->backward_weight_s, 0) << block.name;
+  }
+}
+
+TEST(Profiler, AOneSampleProfileHasNoSeparateOneSampleTimes) {
+  ProfileOptions options;
+  options.microbatch_samples = 1;
+  options.repeats = 1;
+  auto profile = profile_model(tiny_gpt(), options);
+  ASSERT_TRUE(profile.ok()) << profile.status().message();
+  for (const auto& block : profile->blocks) EXPECT_FALSE(block.one_sample.has_value()) << block.name;
 }
 
 TEST(Profiler, SweepsChangeWhenBlocksAreTimedNotWhatIsMeasured) {
