@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <optional>
 
 #include "partition/generators.hpp"
 #include "partition/offload_pass.hpp"
@@ -102,22 +101,24 @@ std::int64_t BlockSums::resident_bytes(StageRange r) const {
 
 namespace {
 
-// A pass's seconds on `samples`: proportional to the profiled time from the profiled
-// microbatch up; below it, on the line through the one-sample time where that was measured.
-double pass_seconds(double profiled_s, std::optional<double> one_sample_s,
-                    std::int64_t profiled_samples, std::int64_t samples) {
-  if (samples >= profiled_samples || !one_sample_s || profiled_samples <= 1) {
-    return profiled_s * static_cast<double>(samples) / static_cast<double>(profiled_samples);
+// A block's pass times on `samples`: proportional to the profiled ones from the profiled
+// microbatch up; below it, on the line through the one-sample times where those were measured.
+PassSeconds pass_seconds(const BlockProfile& b, std::int64_t profiled, std::int64_t samples) {
+  if (samples >= profiled || !b.one_sample || profiled <= 1) {
+    const double k = static_cast<double>(samples) / static_cast<double>(profiled);
+    return {b.forward_s * k, b.backward_input_s * k, b.backward_weight_s * k};
   }
-  const double along = static_cast<double>(samples - 1) / static_cast<double>(profiled_samples - 1);
-  return *one_sample_s + (profiled_s - *one_sample_s) * along;
+  const double along = static_cast<double>(samples - 1) / static_cast<double>(profiled - 1);
+  const auto between = [along](double one, double full) { return one + (full - one) * along; };
+  const PassSeconds& one = *b.one_sample;
+  return {between(one.forward_s, b.forward_s), between(one.backward_input_s, b.backward_input_s),
+          between(one.backward_weight_s, b.backward_weight_s)};
 }
 
 }  // namespace
 
 BlockSums scale_blocks(const ModelProfile& profile, std::int64_t samples) {
   const double k = static_cast<double>(samples) / static_cast<double>(profile.microbatch_samples);
-  const std::int64_t profiled = profile.microbatch_samples;
   const auto scaled = [](std::int64_t bytes, double by) {
     return static_cast<std::int64_t>(std::llround(static_cast<double>(bytes) * by));
   };
@@ -129,19 +130,10 @@ BlockSums scale_blocks(const ModelProfile& profile, std::int64_t samples) {
     v->assign(1, 0);
   s.scratch_max.emplace_back();
   for (const BlockProfile& b : profile.blocks) {
-    const auto one = [&b](double PassSeconds::*pass) -> std::optional<double> {
-      if (!b.one_sample) return std::nullopt;
-      return (*b.one_sample).*pass;
-    };
-    s.forward.push_back(s.forward.back() + pass_seconds(b.forward_s, one(&PassSeconds::forward_s),
-                                                        profiled, samples));
-    s.backward_input.push_back(
-        s.backward_input.back() +
-        pass_seconds(b.backward_input_s, one(&PassSeconds::backward_input_s), profiled, samples));
-    s.backward_weight.push_back(
-        s.backward_weight.back() +
-        pass_seconds(b.backward_weight_s, one(&PassSeconds::backward_weight_s), profiled,
-                     samples));
+    const PassSeconds t = pass_seconds(b, profile.microbatch_samples, samples);
+    s.forward.push_back(s.forward.back() + t.forward_s);
+    s.backward_input.push_back(s.backward_input.back() + t.backward_input_s);
+    s.backward_weight.push_back(s.backward_weight.back() + t.backward_weight_s);
     s.stash.push_back(s.stash.back() + scaled(b.stash_bytes, k));
     s.backward.push_back(s.backward.back() + scaled(b.backward_bytes, k));
     s.workspace.push_back(s.workspace.back() + scaled(b.workspace_bytes, k));
