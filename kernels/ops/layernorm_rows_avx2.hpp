@@ -308,6 +308,11 @@ inline void output_block(const Block<R>& out, const BlockStats& st, const float*
   // bit. All rows are read before any is written: in place, a repeated last row is several
   // rows.
   auto column = [&](int k) {
+    // The next block's outputs, a line of each row every other column, asked for with
+    // intent to write (layernorm_rows.hpp, prefetch_for_write).
+    if (next != nullptr && k % 2 == 0) {
+      for (int r = 0; r < R; ++r) __builtin_prefetch(next->y[r] + 8 * k, 1, 3);
+    }
     const __m256 gv = _mm256_loadu_ps(gamma + 8 * k);
     const __m256 bv = _mm256_loadu_ps(beta + 8 * k);
     __m256 h[R];
