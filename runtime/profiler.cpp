@@ -115,15 +115,18 @@ Status measure_block(const TrainSettings& settings, const MicrobatchData& mb, st
   // rest of the model streams through. Only what the block just received stays where its
   // neighbour wrote it: the forward's input, the backward's output gradient. Timed back to
   // back instead, with all of it in L2 and L3, gpt-s's passes (2 samples) took 712-727 ms
-  // a step of 8 microbatches where training one rank took 816 (the pipeline's stages ran
-  // 12-15% over such a plan); with its memory evicted 802-819 ms, at 2-4% more profiling
-  // time. gpt-m's passes, whose operands overflow L2 anyway, rose 3.6%.
+  // a step of 8 microbatches where training one rank took 816-848 (the pipeline's stages ran
+  // 12-15% over such a plan); with its memory evicted 802-819 ms, and its profile 2.9 ->
+  // 3.15 s. gpt-m's passes, whose operands overflow L2 anyway, rose 3.6%.
   const std::vector<NamedParameter> parameters = model->parameters();
-  const auto evict_block = [&](std::initializer_list<const Tensor*> also) {
+  const auto evict_parameters = [&parameters] {
     for (const NamedParameter& param : parameters) {
       evict_from_caches(*param.value);
       if (param.grad != nullptr) evict_from_caches(*param.grad);
     }
+  };
+  const auto evict_block = [&](std::initializer_list<const Tensor*> also) {
+    evict_parameters();
     for (const Stash* kept : {&state.saved, &state.grads}) {
       for (std::size_t k = 0; k < kept->slot_count(); ++k) evict_from_caches(kept->at(k));
     }
@@ -162,9 +165,8 @@ Status measure_block(const TrainSettings& settings, const MicrobatchData& mb, st
                          make_optimizer(settings.optimizer, model->parameters()));
     // A step comes once all microbatches are through: everything it touches is cold.
     const auto evict_step = [&] {
+      evict_parameters();
       for (std::size_t i = 0; i < parameters.size(); ++i) {
-        evict_from_caches(*parameters[i].value);
-        if (parameters[i].grad != nullptr) evict_from_caches(*parameters[i].grad);
         for (std::size_t k = 0; k < optimizer->state_names().size(); ++k) {
           evict_from_caches(optimizer->state(i, k));
         }
