@@ -88,8 +88,7 @@ Status gelu_forward(const Tensor& x, Tensor& y) {
     if (prefetch) prefetch_next_block(in, end, n);
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
     const Table32 quad = load_table32(gelu_tables_avx512::kQuad);
-    map16(in, nullptr, out, begin, end,
-          [&tables, &quad](__m512, __m512 v) { return gelu16_any(v, tables, quad); });
+    gelu_forward16(in, out, begin, end, tables, quad);
 #elif defined(__AVX2__) && defined(__FMA__)
     const auto gelu = [](__m256, __m256 v) { return gelu8_any(v); };
     if (stream) {
