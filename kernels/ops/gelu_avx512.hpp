@@ -217,9 +217,9 @@ inline void map16(const float* in, const float* g, float* out, std::int64_t begi
 // tail masks (kortest reads two), because the fast path keeps both vector ports busy and the
 // test takes a slot there. On the Xeon (Emerald Rapids, 3 GHz), where vrangeps, vreduceps
 // and vcvttps2dq issue on both ports and vpermt2ps on one, the fast path alone ran at 8.3
-// cycles a vector in registers, the loop with one test a vector at 9.5 in L1. Testing pairs,
-// bench_kernels (medians of 3 runs alternated, 2026-11-29): in cache 1.02x; [2048, 256] on
-// two threads 66-68 -> 70-72% of memcpy (1.03x); elsewhere within the runs' noise.
+// cycles a vector in registers, the loop with one test a vector at 9.4-9.7 in L1. Testing
+// pairs, bench_kernels (medians of 3 runs alternated, 2026-11-29): in cache 1.02x; [2048,
+// 256] on two threads 65-68 -> 70-72% of memcpy; elsewhere within the runs' noise.
 [[gnu::always_inline]] inline void gelu_forward16(const float* in, float* out,
                                                   std::int64_t begin, std::int64_t end,
                                                   const Tables16& tables, const Table32& quad) {
