@@ -172,6 +172,10 @@ class PipelineExecutor {
   Result<std::int64_t> send_params(const sched::Instruction& in);
   Result<std::vector<Tensor*>> receive_buffers(const sched::Instruction& in);
   Status receive(const sched::Instruction& in, std::size_t position);
+  // Zeroes the stale gradients of the chunks this rank runs W for, one tensor at a time until
+  // `requests` complete; returns the seconds it spent zeroing.
+  Result<double> zero_grads_while_waiting(std::vector<MPI_Request>& requests);
+  void zero_stale_grads(int chunk);
   Status post_receives_through(std::size_t receive_index, std::size_t needed);
   Status reduce_grads(int chunk);
   Status optimizer_step();
@@ -259,7 +263,10 @@ class PipelineExecutor {
   double loss_share_ = 0;
   double loss_sum_ = 0;
   MPI_Request loss_request_ = MPI_REQUEST_NULL;
-  std::vector<bool> grads_stale_;  // [local chunk] its gradients still hold the last step's
+  // [local chunk] how many of its gradients (in Model::parameters() order) hold this step's
+  // zeros, kGradsZeroed once all do; the rest still hold the last step's.
+  std::vector<std::size_t> grads_zeroed_;
+  static constexpr std::size_t kGradsZeroed = static_cast<std::size_t>(-1);
   std::size_t model_parameters_ = 0;
 
   std::vector<std::vector<std::unique_ptr<Slot>>> slots_;  // [chunk] every slot ever made

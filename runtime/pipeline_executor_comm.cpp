@@ -193,6 +193,8 @@ Status PipelineExecutor::receive(const sched::Instruction& in, std::size_t posit
   const auto index = static_cast<std::size_t>(it - receive_positions_.begin());
   SPW_TRY(post_receives_through(index + static_cast<std::size_t>(settings_.receive_lookahead),
                                 index));
+  SPW_ASSIGN_OR_RETURN(const double zeroing, zero_grads_while_waiting(posted_[index].requests));
+  current_.busy_s += zeroing;
   const double start = now();
   SPW_TRY(waitall(posted_[index].requests, "receiving from a neighbouring pipeline rank"));
   next_to_receive_ = std::max(next_to_receive_, index + 1);

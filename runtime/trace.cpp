@@ -47,6 +47,18 @@ int rank_count(const std::vector<TraceEvent>& events, const TraceMeta& meta) {
   return ranks;
 }
 
+std::string event_name(const TraceEvent& event) {
+  if (!event.zeroing_grads) return sched::to_string(event.instruction);
+  // Appended, not "Z" + ...: GCC 12 warns falsely on that form (-Wrestrict, bug 105329).
+  std::string name = "Z";
+  name += std::to_string(event.instruction.chunk);
+  return name;
+}
+
+const char* event_op_name(const TraceEvent& event) {
+  return event.zeroing_grads ? "ZeroGrads" : sched::op_name(event.instruction.op);
+}
+
 // Whole nanoseconds: finer digits are clock noise and only make the file longer.
 double microseconds(double seconds) { return std::round(seconds * 1e9) / 1e3; }
 
@@ -71,7 +83,7 @@ nlohmann::json chrome_trace_json(const std::vector<TraceEvent>& events, const Tr
     const Span span = span_of(event);
     const sched::Instruction& in = event.instruction;
     trace_events.push_back(json{
-        {"name", sched::to_string(in)},
+        {"name", event_name(event)},
         {"cat", trace_track_name(event.track)},
         {"ph", "X"},
         {"pid", event.rank},
@@ -79,7 +91,7 @@ nlohmann::json chrome_trace_json(const std::vector<TraceEvent>& events, const Tr
         {"ts", microseconds(span.start)},
         {"dur", microseconds(span.end - span.start)},
         {"args",
-         {{"op", sched::op_name(in.op)}, {"step", event.step}, {"mb", in.mb},
+         {{"op", event_op_name(event)}, {"step", event.step}, {"mb", in.mb},
           {"chunk", in.chunk}, {"stage", event.stage}, {"peer", in.peer},
           {"bytes", event.bytes}}},
     });
@@ -95,7 +107,7 @@ namespace {
 constexpr double kWidth = 1200, kLeft = 90, kRight = 20, kPlotWidth = kWidth - kLeft - kRight;
 constexpr double kTop = 72, kComputeHeight = 22, kThinHeight = 8, kRowGap = 2, kRankGap = 12;
 constexpr double kRankPitch = kComputeHeight + 3 * (kRowGap + kThinHeight) + kRankGap;
-constexpr double kLegendEntryWidth = 120;
+constexpr double kLegendEntryWidth = 108;
 
 double track_offset(TraceTrack track) {
   switch (track) {
@@ -133,19 +145,26 @@ const char* op_colour(Op op) {
   return "#000000";
 }
 
+constexpr const char* kZeroingColour = "#eeca3b";
+
+const char* event_colour(const TraceEvent& event) {
+  return event.zeroing_grads ? kZeroingColour : op_colour(event.instruction.op);
+}
+
 struct LegendEntry {
-  Op op;
+  const char* colour;
   const char* label;
 };
-constexpr std::array<LegendEntry, 9> kLegend{{{Op::forward, "F forward"},
-                                              {Op::backward_input, "B input grad"},
-                                              {Op::backward_weight, "W weight grad"},
-                                              {Op::send_act, "send"},
-                                              {Op::recv_act, "receive"},
-                                              {Op::reduce_grads, "reduce grads"},
-                                              {Op::optimizer_step, "optimizer step"},
-                                              {Op::offload, "offload"},
-                                              {Op::prefetch, "prefetch"}}};
+const std::array<LegendEntry, 10> kLegend{{{op_colour(Op::forward), "F forward"},
+                                           {op_colour(Op::backward_input), "B input grad"},
+                                           {op_colour(Op::backward_weight), "W weight grad"},
+                                           {kZeroingColour, "Z zero grads"},
+                                           {op_colour(Op::send_act), "send"},
+                                           {op_colour(Op::recv_act), "receive"},
+                                           {op_colour(Op::reduce_grads), "reduce grads"},
+                                           {op_colour(Op::optimizer_step), "optimizer step"},
+                                           {op_colour(Op::offload), "offload"},
+                                           {op_colour(Op::prefetch), "prefetch"}}};
 
 // to_chars ignores the C locale, so a host with a decimal comma still writes valid SVG.
 std::string number(double value, int decimals = 2) {
@@ -231,7 +250,7 @@ std::string timeline_svg(const std::vector<TraceEvent>& events, const TraceMeta&
   for (std::size_t i = 0; i < kLegend.size(); ++i) {
     const double x = kLeft + static_cast<double>(i) * kLegendEntryWidth;
     svg += "<rect x=\"" + number(x) + "\" y=\"42\" width=\"12\" height=\"12\" fill=\"" +
-           op_colour(kLegend[i].op) + "\"/>\n";
+           kLegend[i].colour + "\"/>\n";
     svg += "<text x=\"" + number(x + 16) + "\" y=\"52\" font-size=\"11\">" + kLegend[i].label +
            "</text>\n";
   }
@@ -274,7 +293,7 @@ std::string timeline_svg(const std::vector<TraceEvent>& events, const TraceMeta&
     const double x = std::clamp(kLeft + (span.start - t0) * scale, kLeft, kLeft + kPlotWidth);
     const double width = std::clamp((span.end - span.start) * scale, 0.0, kLeft + kPlotWidth - x);
     const double y = kTop + event.rank * kRankPitch + track_offset(event.track);
-    const std::string name = sched::to_string(event.instruction);
+    const std::string name = event_name(event);
     const double ms = (span.end - span.start) * 1e3;
     std::string tooltip = "rank " + std::to_string(event.rank) + " " + name;
     if (event.stage >= 0) tooltip += " stage " + std::to_string(event.stage);
@@ -282,7 +301,7 @@ std::string timeline_svg(const std::vector<TraceEvent>& events, const TraceMeta&
     if (event.bytes > 0) tooltip += " " + std::to_string(event.bytes) + " bytes";
     svg += "<rect x=\"" + number(x) + "\" y=\"" + number(y) + "\" width=\"" + number(width) +
            "\" height=\"" + number(track_height(event.track)) + "\" fill=\"" +
-           op_colour(event.instruction.op) + "\"><title>" + xml_escape(tooltip) +
+           event_colour(event) + "\"><title>" + xml_escape(tooltip) +
            "</title></rect>\n";
     // Labels only where they fit; the tooltip carries the name everywhere else.
     if (event.track == TraceTrack::compute && width >= 7.0 * static_cast<double>(name.size()) + 4) {

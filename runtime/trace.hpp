@@ -30,6 +30,9 @@ struct TraceEvent {
   std::int64_t bytes = 0;          // bytes moved by sends/receives/reduces/offloads, else 0
   double start_s = 0;              // seconds since the run's common time origin
   double end_s = 0;
+  // Not an instruction: instruction.chunk's gradients zeroed for the step while the rank
+  // waited for a message (named "Z<chunk>", op "ZeroGrads").
+  bool zeroing_grads = false;
 };
 
 struct TraceMeta {
@@ -38,8 +41,8 @@ struct TraceMeta {
 };
 
 // Chrome trace-event format: complete ("X") events with ts/dur in microseconds, pid = rank,
-// tid = track, named by sched::to_string(instruction), args step, mb, chunk, stage, peer,
-// bytes and op; process_name/thread_name metadata for every rank and track.
+// tid = track, named by sched::to_string(instruction) (or "Z<chunk>" for zeroing_grads), args
+// step, mb, chunk, stage, peer, bytes and op; process_name/thread_name metadata for every rank and track.
 // Events with end_s < start_s get dur 0; a non-finite start is taken as the origin and a
 // non-finite end as the start, so the file stays valid JSON without nulls.
 nlohmann::json chrome_trace_json(const std::vector<TraceEvent>& events, const TraceMeta& meta);

@@ -358,6 +358,43 @@ TEST(TimelineSvg, TooltipsPlaceAndColourFollowTheEvents) {
   EXPECT_EQ(colours.size(), 9u);  // every other op its own colour
 }
 
+// Gradients zeroed while a rank waited are no instruction: they carry the chunk they were
+// zeroed for, and get a name, an op and a colour of their own.
+TEST(Trace, ZeroingEventsAreNamedAndColouredApart) {
+  TraceEvent zeroing = make_event(1, 2, TraceTrack::compute, Instruction::backward_weight(-1, 1),
+                                  1, 0, 0.002, 0.0025);
+  zeroing.zeroing_grads = true;
+  const std::vector<TraceEvent> events{
+      make_event(1, 2, TraceTrack::compute, Instruction::backward_weight(0, 1), 1, 0, 0.003,
+                 0.004),
+      zeroing};
+  const auto complete = events_with_phase(chrome_trace_json(events, sample_meta()), "X");
+  ASSERT_EQ(complete.size(), 2u);
+  EXPECT_EQ(complete[0].at("name"), "W0.1");
+  EXPECT_EQ(complete[0].at("args").at("op"), "BackwardWeight");
+  EXPECT_EQ(complete[1].at("name"), "Z1");
+  EXPECT_EQ(complete[1].at("args").at("op"), "ZeroGrads");
+  EXPECT_EQ(complete[1].at("args").at("chunk"), 1);
+  EXPECT_EQ(complete[1].at("tid"), static_cast<int>(TraceTrack::compute));
+
+  const Document doc = parse_xml(timeline_svg(events, sample_meta()));
+  ASSERT_EQ(doc.error, "");
+  const auto rects = event_rects(doc);
+  const auto z = rects.find("rank 1 Z1 stage 1 step 2 0.500 ms");
+  const auto w = rects.find("rank 1 W0.1 stage 1 step 2 1.00 ms");
+  ASSERT_NE(z, rects.end());
+  ASSERT_NE(w, rects.end());
+  EXPECT_EQ(z->second.attrs.at("fill"), "#eeca3b");
+  EXPECT_NE(z->second.attrs.at("fill"), w->second.attrs.at("fill"));
+  // The legend's swatch for it has the same colour.
+  bool swatch = false;
+  for (const Element& e : doc.elements)
+    if (e.name == "rect" && e.attrs.count("fill") && e.attrs.at("fill") == "#eeca3b" &&
+        e.attrs.count("width") && e.attrs.at("width") == "12")
+      swatch = true;
+  EXPECT_TRUE(swatch);
+}
+
 TEST(TimelineSvg, HeadingRowsLegendAndAxis) {
   TraceMeta meta = sample_meta();
   meta.title = "gpt <1f1b> & \"zb\" 'h1'\x01";
@@ -371,8 +408,8 @@ TEST(TimelineSvg, HeadingRowsLegendAndAxis) {
   EXPECT_TRUE(texts.count("gpt <1f1b> & \"zb\" 'h1' "));
   EXPECT_TRUE(texts.count("rank 0") && texts.count("rank 1") && texts.count("rank 2"));
   EXPECT_FALSE(texts.count("rank 3"));
-  for (const char* legend : {"F forward", "B input grad", "W weight grad", "send", "receive",
-                             "reduce grads", "optimizer step", "offload", "prefetch"})
+  for (const char* legend : {"F forward", "B input grad", "W weight grad", "Z zero grads", "send",
+                             "receive", "reduce grads", "optimizer step", "offload", "prefetch"})
     EXPECT_TRUE(texts.count(legend)) << legend;
   // The run spans 1 ms to 8 ms: ticks every 1 ms, labelled in ms.
   EXPECT_TRUE(texts.count("time (ms)"));
