@@ -363,7 +363,7 @@ Status PipelineExecutor::backward_weight(int mb, int chunk) {
   const MicrobatchData& data = microbatches_[static_cast<std::size_t>(mb)];
   SPW_ASSIGN_OR_RETURN(Tensor * input, chunk_input(*s, chunk, mb));
   SPW_ASSIGN_OR_RETURN(Tensor * doutput, chunk_output_grad(*s, chunk, mb));
-  zero_stale_grads(chunk);
+  SPW_TRY(zero_stale_grads(chunk, nullptr).status());
   for (std::size_t b = model.size(); b-- > 0;) {
     const Tensor* block_input = b == 0 ? input : &s->acts.at(b);
     const Tensor* block_doutput = b + 1 == model.size() ? doutput : &s->grads.at(b + 1);
@@ -378,48 +378,47 @@ Status PipelineExecutor::backward_weight(int mb, int chunk) {
 // for a stage of gpt-s) made W0 1.3-1.6 ms longer than the chunk's other W's; the rank now
 // zeroes them while it waits for a message (zero_grads_while_waiting), where it would idle,
 // and the W zeroes only what is left.
-void PipelineExecutor::zero_stale_grads(int chunk) {
+// A tensor at a time (1 MiB at most for gpt-s), from where the last call stopped; with
+// `until_arrived`, testing those requests before each tensor and stopping once they complete,
+// so that a message waits at most one tensor's zeroing. Returns whether they completed.
+Result<bool> PipelineExecutor::zero_stale_grads(int chunk,
+                                                std::vector<MPI_Request>* until_arrived) {
   std::size_t& zeroed = grads_zeroed_[static_cast<std::size_t>(chunk)];
-  if (zeroed == kGradsZeroed) return;
+  if (zeroed == kGradsZeroed) return false;
   const std::vector<NamedParameter> parameters =
       chunks_[static_cast<std::size_t>(chunk)]->parameters();
   for (; zeroed < parameters.size(); ++zeroed) {
+    if (until_arrived != nullptr) {
+      int arrived = 0;
+      SPW_TRY(mpi_check(MPI_Testall(static_cast<int>(until_arrived->size()),
+                                    until_arrived->data(), &arrived, MPI_STATUSES_IGNORE),
+                        "receiving from a neighbouring pipeline rank"));
+      if (arrived != 0) return true;
+    }
     if (parameters[zeroed].grad != nullptr) parameters[zeroed].grad->fill(0.0f);
   }
   zeroed = kGradsZeroed;
+  return false;
 }
 
-// A tensor at a time (1 MiB at most for gpt-s), testing the receive in between, so that the
-// message waits at most one tensor's zeroing once it has arrived.
 Result<double> PipelineExecutor::zero_grads_while_waiting(std::vector<MPI_Request>& requests) {
   double seconds = 0;
   for (std::size_t c = 0; c < chunks_.size(); ++c) {
-    std::size_t& zeroed = grads_zeroed_[c];
-    if (zeroed == kGradsZeroed || !runs_backward(static_cast<int>(c))) continue;
-    const std::vector<NamedParameter> parameters = chunks_[c]->parameters();
+    const int chunk = static_cast<int>(c);
+    if (grads_zeroed_[c] == kGradsZeroed || !runs_backward(chunk)) continue;
+    const std::size_t first = grads_zeroed_[c];
     const double start = now();
-    const std::size_t first = zeroed;
-    int arrived = 0;
-    while (zeroed < parameters.size()) {
-      SPW_TRY(mpi_check(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &arrived,
-                                    MPI_STATUSES_IGNORE),
-                        "receiving from a neighbouring pipeline rank"));
-      if (arrived != 0) break;
-      if (parameters[zeroed].grad != nullptr) parameters[zeroed].grad->fill(0.0f);
-      ++zeroed;
-    }
-    const bool any = zeroed > first;
-    if (zeroed == parameters.size()) zeroed = kGradsZeroed;
+    SPW_ASSIGN_OR_RETURN(const bool arrived, zero_stale_grads(chunk, &requests));
     const double end = now();
     seconds += end - start;
-    if (tracing_ && any) {
+    if (tracing_ && grads_zeroed_[c] != first) {
       sched::Instruction zeroing;
       zeroing.op = sched::Op::backward_weight;
-      zeroing.chunk = static_cast<int>(c);
+      zeroing.chunk = chunk;
       record(TraceTrack::compute, zeroing, 0, start, end);
       trace_.back().zeroing_grads = true;
     }
-    if (arrived != 0) break;
+    if (arrived) break;
   }
   return seconds;
 }

@@ -175,7 +175,7 @@ class PipelineExecutor {
   // Zeroes the stale gradients of the chunks this rank runs W for, one tensor at a time until
   // `requests` complete; returns the seconds it spent zeroing.
   Result<double> zero_grads_while_waiting(std::vector<MPI_Request>& requests);
-  void zero_stale_grads(int chunk);
+  Result<bool> zero_stale_grads(int chunk, std::vector<MPI_Request>* until_arrived);
   Status post_receives_through(std::size_t receive_index, std::size_t needed);
   Status reduce_grads(int chunk);
   Status optimizer_step();

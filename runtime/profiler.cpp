@@ -152,7 +152,7 @@ Status measure_block(const TrainSettings& settings, const MicrobatchData& mb, st
   p.activation_bytes = hands_on ? out_shape.numel() * 4 : 0;
   p.parameter_bytes = 0;
   std::int64_t gradient_bytes = 0;
-  for (const auto& param : model->parameters()) {
+  for (const auto& param : parameters) {
     p.parameter_bytes += static_cast<std::int64_t>(param.value->bytes());
     if (param.grad != nullptr) gradient_bytes += static_cast<std::int64_t>(param.grad->bytes());
   }
@@ -162,7 +162,7 @@ Status measure_block(const TrainSettings& settings, const MicrobatchData& mb, st
       static_cast<double>(p.parameter_bytes));
   {
     SPW_ASSIGN_OR_RETURN(auto optimizer,
-                         make_optimizer(settings.optimizer, model->parameters()));
+                         make_optimizer(settings.optimizer, parameters));
     // A step comes once all microbatches are through: everything it touches is cold.
     const auto evict_step = [&] {
       evict_parameters();

@@ -42,7 +42,8 @@ struct TraceMeta {
 
 // Chrome trace-event format: complete ("X") events with ts/dur in microseconds, pid = rank,
 // tid = track, named by sched::to_string(instruction) (or "Z<chunk>" for zeroing_grads), args
-// step, mb, chunk, stage, peer, bytes and op; process_name/thread_name metadata for every rank and track.
+// step, mb, chunk, stage, peer, bytes and op; process_name/thread_name metadata for every
+// rank and track.
 // Events with end_s < start_s get dur 0; a non-finite start is taken as the origin and a
 // non-finite end as the start, so the file stays valid JSON without nulls.
 nlohmann::json chrome_trace_json(const std::vector<TraceEvent>& events, const TraceMeta& meta);
