@@ -137,8 +137,10 @@ std::vector<Case> all_cases() {
   cases.push_back({32, 256, 17, false});
   cases.push_back({41, 200, 67, true});
   cases.push_back({1024, 1, 5, false});  // seq 1: a single thread owns every position
-  // The forward works through columns in chunks of 256: one chunk and a short one.
+  // Widths of whole cache lines take the forward's loop that prefetches the next row (256
+  // above, 16 and 512 here; every row's successor, across positions and threads); 300 not.
   cases.push_back({3, 11, 300, false});
+  cases.push_back({3, 11, 16, false});
   cases.push_back({2, 7, 512, true});
   return cases;
 }
