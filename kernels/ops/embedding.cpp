@@ -164,12 +164,12 @@ Status embedding_forward(std::span<const std::int32_t> tokens, std::int64_t batc
   // 40% / 30% of memcpy at d 512 / 1024 where whole rows ran at 55% / 46-53% (chunks write
   // each output row in d / 256 pieces, a pass over the whole output apart).
   // Each row asks for the next row's lines for writing (prefetchw) as it writes its own, a
-  // line at a time: the rows it writes in turn lie seq rows apart (256 KiB at d 512 for
-  // gpt-s), which no hardware prefetcher follows, and where the output outgrows L2 each
-  // store waited for its line to come from L3. bench_kernels on
-  // the Xeon (Emerald Rapids; medians of 3 runs alternated, 2026-11-29): [2048, 512] on two
-  // threads 48.0 -> 55.8 GB/s (64 -> 75% of memcpy), on one 1.08x, d 1024 1.03-1.06x, d 256
-  // 1.0-1.05x. Prefetching the next row all at once, or two rows ahead, gained less or lost.
+  // line at a time: the rows a thread writes in turn lie seq rows apart (256 KiB at d 512
+  // for gpt-s), which no hardware prefetcher follows, and where the output outgrows L2 each
+  // store waited for its line to come from L3. bench_kernels on the Xeon (Emerald Rapids;
+  // medians of 3 runs alternated, 2026-11-29): [2048, 512] on two threads 48.0 -> 55.8 GB/s
+  // (64 -> 75% of memcpy), on one 1.08x, d 1024 1.03-1.06x, d 256 1.0-1.05x. Prefetching the
+  // next row all at once, or two rows ahead, gained less or lost.
 #pragma omp parallel num_threads(compute_threads())
   {
     const std::int64_t team = omp_get_num_threads();
@@ -188,7 +188,7 @@ Status embedding_forward(std::span<const std::int32_t> tokens, std::int64_t batc
           for (std::int64_t j = 0; j < d; ++j) yr[j] = tr[j] + pr[j];
           continue;
         }
-        float* next = yp + (last_of_t ? t + 1 : i + seq) * d;
+        const float* next = yp + (last_of_t ? t + 1 : i + seq) * d;
         for (std::int64_t j = 0; j < d; j += kLineFloats) {
           __builtin_prefetch(next + j, 1, 3);
 #pragma omp simd
