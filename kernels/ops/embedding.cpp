@@ -19,6 +19,9 @@ namespace {
 // A cache line of floats: the forward asks for the next output row's lines a line at a time.
 constexpr std::int64_t kLineFloats = 64 / sizeof(float);
 
+// The forward's position rows a block at a time: 8 KiB, a sixth of a 48 KiB L1.
+constexpr std::int64_t kPositionBlockFloats = 8192 / sizeof(float);
+
 // Copies of the token table pay for themselves (allocating, zeroing and adding them up
 // against reading dy a second time) from this many rows of dy per row copied; measured on a
 // 2-core VM at d 256, where fresh pages are expensive.
@@ -153,46 +156,52 @@ Status embedding_forward(std::span<const std::int32_t> tokens, std::int64_t batc
   const float* pos = position_table.data();
   float* yp = y.data();
 
-  // Position-major: each thread owns a range of positions (as in the backward) and writes,
-  // for one position at a time, that position's row of every sequence in the batch. The
-  // position row is then read once per batch instead of once per row, and stays in L1 while
-  // the token rows stream past. Reading a token row and a position row for every output row,
-  // from L2 or L3 (the output stream evicts the tables from L2), cost about 2.5 times the
-  // output's stores alone at d 256, and the op ran at 45-68% of memcpy's bandwidth;
-  // position-major took 20-27% off (d 256 and 1024, one thread). Whole rows, not column
-  // chunks of 256 floats: on the Zen 3 (one thread, alternated in one process) chunks ran at
-  // 40% / 30% of memcpy at d 512 / 1024 where whole rows ran at 55% / 46-53% (chunks write
-  // each output row in d / 256 pieces, a pass over the whole output apart).
-  // Each row asks for the next row's lines for writing (prefetchw) as it writes its own, a
-  // line at a time: the rows a thread writes in turn lie seq rows apart (256 KiB at d 512
-  // for gpt-s), which no hardware prefetcher follows, and where the output outgrows L2 each
-  // store waited for its line to come from L3. bench_kernels on the Xeon (Emerald Rapids;
-  // medians of 3 runs alternated, 2026-11-29): [2048, 512] on two threads 48.0 -> 55.8 GB/s
-  // (64 -> 75% of memcpy), on one 1.08x, d 1024 1.03-1.06x, d 256 1.0-1.05x. Prefetching the
-  // next row all at once, or two rows ahead, gained less or lost.
+  // Each thread owns a range of positions (as in the backward) and takes them in blocks
+  // whose position rows fill kPositionBlockFloats, so that they stay in L1; for each
+  // sequence it writes the block's rows, which lie next to each other in y. A token row is
+  // read from L2 or beyond for every row written whatever the order (the table is too big
+  // for L1 and the rows come in random order); the blocks keep the position rows out of that
+  // traffic while the stores run in contiguous stretches. Each row also asks for the next
+  // row's lines for writing (prefetchw), a line for each line it writes: where a stretch ends
+  // the next row lies seq rows on, which no hardware prefetcher follows, and even within a
+  // stretch the stores waited for their lines. On the Xeon (Emerald Rapids, 2 cores, 2 MiB
+  // L2 a core), bench_kernels, medians of 6 runs alternated (2026-11-29), against one
+  // position at a time (its row read once per batch) with the same prefetch: [2048, 256] on
+  // two threads 49 -> 55% of memcpy, on one 73 -> 77%, [2048, 512] on two 71 -> 74%, d 1024
+  // unchanged. Standalone, blocks of 4 KiB did about as well, 16 and 32 KiB worse; copying
+  // the token table's column slabs into L1 and writing a line of each row at a time ran at
+  // 28-38% at d 256 on two threads; sorting a block's rows by token, to read each token row
+  // once per block, 47-49%.
 #pragma omp parallel num_threads(compute_threads())
   {
     const std::int64_t team = omp_get_num_threads();
     const std::int64_t thread = omp_get_thread_num();
     const std::int64_t t_begin = seq * thread / team;
     const std::int64_t t_end = seq * (thread + 1) / team;
-    for (std::int64_t t = t_begin; t < t_end; ++t) {
-      const float* pr = pos + t * d;
+    const std::int64_t block = std::max<std::int64_t>(1, kPositionBlockFloats / d);
+    for (std::int64_t t0 = t_begin; t0 < t_end; t0 += block) {
+      const std::int64_t t1 = std::min(t0 + block, t_end);
       for (std::int64_t b = 0; b < batch; ++b) {
-        const std::int64_t i = b * seq + t;
-        const float* tr = tok + static_cast<std::int64_t>(ids[i]) * d;
-        float* yr = yp + i * d;
-        const bool last_of_t = b + 1 == batch;
-        if (d % kLineFloats != 0 || (last_of_t && t + 1 == t_end)) {
+        for (std::int64_t t = t0; t < t1; ++t) {
+          const std::int64_t i = b * seq + t;
+          const float* tr = tok + static_cast<std::int64_t>(ids[i]) * d;
+          const float* pr = pos + t * d;
+          float* yr = yp + i * d;
+          // The row written next: the block's next, the next sequence's first in the block,
+          // or the next block's first (row t1 of the first sequence).
+          const bool block_done = t + 1 == t1 && b + 1 == batch;
+          const std::int64_t next = t + 1 < t1 ? i + 1 : block_done ? t1 : i + seq - (t1 - t0) + 1;
+          if (d % kLineFloats != 0 || (block_done && t1 == t_end)) {
 #pragma omp simd
-          for (std::int64_t j = 0; j < d; ++j) yr[j] = tr[j] + pr[j];
-          continue;
-        }
-        const float* next = yp + (last_of_t ? t + 1 : i + seq) * d;
-        for (std::int64_t j = 0; j < d; j += kLineFloats) {
-          __builtin_prefetch(next + j, 1, 3);
+            for (std::int64_t j = 0; j < d; ++j) yr[j] = tr[j] + pr[j];
+            continue;
+          }
+          const float* ahead = yp + next * d;
+          for (std::int64_t j = 0; j < d; j += kLineFloats) {
+            __builtin_prefetch(ahead + j, 1, 3);
 #pragma omp simd
-          for (std::int64_t k = j; k < j + kLineFloats; ++k) yr[k] = tr[k] + pr[k];
+            for (std::int64_t k = j; k < j + kLineFloats; ++k) yr[k] = tr[k] + pr[k];
+          }
         }
       }
     }

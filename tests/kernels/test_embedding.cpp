@@ -138,10 +138,14 @@ std::vector<Case> all_cases() {
   cases.push_back({41, 200, 67, true});
   cases.push_back({1024, 1, 5, false});  // seq 1: a single thread owns every position
   // Widths of whole cache lines take the forward's loop that prefetches the next row (256
-  // above, 16 and 512 here; every row's successor, across positions and threads); 300 not.
+  // above, 16, 512 and 4096 here; every row's successor, within a block of positions, across
+  // sequences, blocks and threads); 300 not. Blocks hold 8 KiB of position rows: 128 at d 16
+  // (one partial block), 8 at d 256 (seq 65: four whole blocks and a partial one a thread),
+  // 4 at d 512, and one position at d 4096, wider than a block.
   cases.push_back({3, 11, 300, false});
   cases.push_back({3, 11, 16, false});
   cases.push_back({2, 7, 512, true});
+  cases.push_back({3, 5, 4096, false});
   return cases;
 }
 
