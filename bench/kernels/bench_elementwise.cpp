@@ -19,6 +19,10 @@
 // On one thread every op but the embedding also runs as "incache/<op>/<shape>/t1": the same
 // op and width on few enough rows that its operands stay in L2, which bounds what the op
 // can reach at that shape (kInCacheBytes below); summarize.py shows it as the op's ceiling.
+// The embedding's ceiling is "gather/embedding_fwd/<shape>/t<threads>" instead: its token
+// rows copied to the output alone (gather_token_rows below), counted as the embedding is.
+#include <omp.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -31,6 +35,7 @@
 #include "kernels/ops/activation.hpp"
 #include "kernels/ops/embedding.hpp"
 #include "kernels/ops/layernorm.hpp"
+#include "kernels/threading.hpp"
 
 namespace spw::bench {
 
@@ -205,6 +210,45 @@ std::function<Status()> embedding_fwd_call(std::int64_t rows, std::int64_t d) {
   };
 }
 
+// y[i] = token_table[tokens[i]]: the part of the embedding's work that no order of its loops
+// avoids, a token row read for every output row written (the table is too big for L1 and
+// the rows come in random order), without the position rows and the add. Each thread copies
+// a contiguous share of the rows and asks for the next row's lines for writing as it writes
+// its own, as the embedding does: the fastest gather of those tried (standalone, on the Xeon
+// at [2048, 256] on two threads, 2026-11-29: 63-64% of memcpy; 57-62% without the prefetch,
+// 49-52% position-major).
+Status gather_token_rows(EmbeddingOperands& o) {
+  const std::int64_t d = o.tok.dim(1);
+  const std::int32_t* ids = o.tokens.data();
+  const float* tok = o.tok.data();
+  float* y = o.y.data();
+  constexpr std::int64_t kLineFloats = 16;
+#pragma omp parallel num_threads(compute_threads())
+  {
+    const std::int64_t team = omp_get_num_threads();
+    const std::int64_t thread = omp_get_thread_num();
+    const std::int64_t end = kRows * (thread + 1) / team;
+    for (std::int64_t i = kRows * thread / team; i < end; ++i) {
+      const float* from = tok + static_cast<std::int64_t>(ids[i]) * d;
+      float* to = y + i * d;
+      // Every benchmarked width is a whole number of lines; the last row has no next.
+      const float* ahead = i + 1 < end ? to + d : to;
+      for (std::int64_t j = 0; j < d; j += kLineFloats) {
+        __builtin_prefetch(ahead + j, 1, 3);
+#pragma omp simd
+        for (std::int64_t k = j; k < j + kLineFloats; ++k) to[k] = from[k];
+      }
+    }
+  }
+  return Status::success();
+}
+
+std::function<Status()> embedding_gather_call(std::int64_t rows, std::int64_t d) {
+  (void)rows;  // always kBatch × kSeq tokens
+  EmbeddingOperands* o = &embedding_operands(d);
+  return [o] { return gather_token_rows(*o); };
+}
+
 std::function<Status()> gelu_fwd_call(std::int64_t rows, std::int64_t d) {
   GeluOperands* o = &gelu_operands(rows, d);
   return [o] { return ops::gelu_forward(o->x, o->y); };
@@ -258,6 +302,8 @@ void register_elementwise_benchmarks() {
     for (std::int64_t d : kRowWidths) {
       for (const ElementwiseOp& op : row_ops) register_pair(op, d, threads);
       register_pair(embedding, d, threads);
+      register_op(bench_name("gather", embedding.name, shape_text(d), threads), threads,
+                  embedding_fwd_bytes(kRows, d), [d] { return embedding_gather_call(kRows, d); });
     }
     for (std::int64_t d : kGeluWidths) {
       for (const ElementwiseOp& op : gelu_ops) register_pair(op, d, threads);

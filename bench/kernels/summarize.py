@@ -26,8 +26,15 @@ ceiling only up to each call's start-up (the team, the checks, a LayerNorm's fir
 rows), which the in-cache row pays on fewer rows: on 2026-11-27 it came out up to 10% under
 its op at 2048 rows. So a point counts as beyond reach only where the larger of its ceiling
 and its own ratio is under the goal by more than CEILING_SLACK: there the op misses the goal
-by its own instructions, not by how it uses memory, and the verdict says so. Standard
-library only.
+by its own instructions, not by how it uses memory, and the verdict says so.
+
+The embedding reads whole tables whatever the row count, so it has a "gather" row instead
+(kind "gather", every thread count): its token rows copied to the output alone, at the same
+shape and threads, counted as the embedding is. That is work the embedding cannot avoid
+(a token row read for every row written, in random order, from a table too big for L1), so
+the gather's rate over memcpy's is its ceiling there; it pays the same start-up on the same
+rows, so no slack: a point is beyond reach where the larger of that ceiling and its own
+ratio is under the goal. Standard library only.
 """
 
 import json
@@ -308,7 +315,13 @@ def main(argv):
         c = runs.get(("incache", key[1], key[2], 1), {}).get("median")
         g_cache = rate(c)[0] if c else None
         ceiling = key[3] * g_cache / g_base if g_cache and g_base else None
-        noisy = contended(key[3], o, bm) or (c is not None and contended(1, c))
+        slack = CEILING_SLACK
+        gather = baseline(key, "gather")
+        if gather and g_base:
+            ceiling = rate(gather["median"])[0] / g_base
+            slack = 0.0
+        noisy = (contended(key[3], o, bm) or (c is not None and contended(1, c))
+                 or (gather is not None and contended(key[3], gather["median"])))
         if noisy:
             rerun.add(f"{key[1]}/{key[2]}/t{key[3]}")
         text = verdict(ratio, ELEMENTWISE_GOAL, noisy)
@@ -316,7 +329,7 @@ def main(argv):
             tally["points"] += 1
             tally["met"] += ratio >= ELEMENTWISE_GOAL
             if (ratio < ELEMENTWISE_GOAL and ceiling is not None
-                    and max(ceiling, ratio) * (1 + CEILING_SLACK) < ELEMENTWISE_GOAL):
+                    and max(ceiling, ratio) * (1 + slack) < ELEMENTWISE_GOAL):
                 tally["beyond"] += 1
                 text += " (ceiling under the goal)"
         rows.append([key[1], elementwise_shape_text(key[2]), key[3], fmt(g_op), fmt(g_base),
@@ -333,7 +346,8 @@ def main(argv):
         out.append(f"Goal met at {tally['met']} of {tally['points']} uncontended points; "
                    f"at {tally['beyond']} of the {tally['points'] - tally['met']} missed, the "
                    "ceiling (threads × the in-cache rate, over memcpy's rate, or the op's own "
-                   f"ratio if higher) is under the goal by more than {100 * CEILING_SLACK:.0f}%. "
+                   f"ratio if higher) is under the goal by more than {100 * CEILING_SLACK:.0f}%, "
+                   "or for the embedding, its token rows' gather alone is under it. "
                    + ", ".join(sorted(NOT_GOAL_POINTS)) + " not counted (not a goal point).")
         out.append("")
 
