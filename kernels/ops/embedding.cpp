@@ -187,15 +187,17 @@ Status embedding_forward(std::span<const std::int32_t> tokens, std::int64_t batc
           const float* tr = tok + static_cast<std::int64_t>(ids[i]) * d;
           const float* pr = pos + t * d;
           float* yr = yp + i * d;
-          // The row written next: the block's next, the next sequence's first in the block,
-          // or the next block's first (row t1 of the first sequence).
-          const bool block_done = t + 1 == t1 && b + 1 == batch;
-          const std::int64_t next = t + 1 < t1 ? i + 1 : block_done ? t1 : i + seq - (t1 - t0) + 1;
-          if (d % kLineFloats != 0 || (block_done && t1 == t_end)) {
+          const bool last_of_thread = b + 1 == batch && t + 1 == t_end;
+          if (d % kLineFloats != 0 || last_of_thread) {
 #pragma omp simd
             for (std::int64_t j = 0; j < d; ++j) yr[j] = tr[j] + pr[j];
             continue;
           }
+          // The row written next: the block's next, else the next sequence's first in the
+          // block, else the next block's first (in the first sequence).
+          const std::int64_t next = t + 1 < t1      ? i + 1
+                                    : b + 1 < batch ? (b + 1) * seq + t0
+                                                    : t1;
           const float* ahead = yp + next * d;
           for (std::int64_t j = 0; j < d; j += kLineFloats) {
             __builtin_prefetch(ahead + j, 1, 3);
