@@ -183,6 +183,77 @@ def attention_order(shape, threads):
     return int(fields["d"]), threads, -int(fields["b"])
 
 
+def linear_layers(runs):
+    """The Linear goal's figure per (shape, threads): the three passes' flops over the sum of
+    their median times, for the op and for raw sgemm. Layers missing a pass are left out."""
+    layers = []
+    ops = [k for k in runs if k[0] == "op" and "median" in runs[k]]
+    layer_keys = sorted({(k[2], k[3]) for k in ops if k[1] in LINEAR_PASSES},
+                        key=lambda st: (linear_order(st[0]), st[1]))
+    for shape, threads in layer_keys:
+        op_flops = op_time = base_flops = base_time = 0.0
+        complete = True
+        noisy = []
+        for p in LINEAR_PASSES:
+            o = runs.get(("op", p, shape, threads), {}).get("median")
+            b = runs.get(("sgemm", p, shape, threads), {}).get("median")
+            if o is None or b is None:
+                complete = False
+                break
+            if contended(threads, o, b):
+                noisy.append(f"{p}/{shape}/t{threads}")
+            op_flops += o["flop_count"]
+            op_time += seconds(o)
+            base_flops += b["flop_count"]
+            base_time += seconds(b)
+        if not complete:
+            continue
+        g_op = op_flops / op_time / 1e9
+        g_base = base_flops / base_time / 1e9
+        layers.append({"shape": shape, "threads": threads, "op": g_op, "baseline": g_base,
+                       "ratio": g_op / g_base, "goal": is_goal_shape(shape),
+                       "noisy": bool(noisy), "contended": noisy})
+    return layers
+
+
+def elementwise_points(runs):
+    """Each element-wise row: the op's and memcpy's GB/s, their ratio, the ceiling (and the
+    slack it is judged with), whether it was contended and whether it is a goal point."""
+    points = []
+    ops = [k for k in runs if k[0] == "op" and "median" in runs[k]]
+    ew_keys = sorted((k for k in ops if k[1].startswith(("layernorm", "gelu", "embedding"))),
+                     key=lambda k: (op_order(k[1]), shape_sort_key(k[2]), k[3]))
+    for key in ew_keys:
+        o = runs[key]["median"]
+        b = runs.get(("memcpy",) + key[1:], {}).get("median")
+        g_op = rate(o)[0]
+        g_base = rate(b)[0] if b else None
+        ratio = g_op / g_base if g_base else None
+        c = runs.get(("incache", key[1], key[2], 1), {}).get("median")
+        g_cache = rate(c)[0] if c else None
+        ceiling = key[3] * g_cache / g_base if g_cache and g_base else None
+        slack = CEILING_SLACK
+        gather = runs.get(("gather",) + key[1:], {}).get("median")
+        if gather and g_base:
+            ceiling = rate(gather)[0] / g_base
+            slack = 0.0
+        noisy = (contended(key[3], o, b) or (c is not None and contended(1, c))
+                 or (gather is not None and contended(key[3], gather)))
+        points.append({"key": key, "op": g_op, "baseline": g_base, "ratio": ratio,
+                       "incache": g_cache, "ceiling": ceiling, "slack": slack,
+                       "noisy": noisy, "goal": key[1] not in NOT_GOAL_POINTS,
+                       "op_entry": o, "baseline_entry": b})
+    return points
+
+
+def beyond_reach(point):
+    """A missed point whose ceiling (or its own ratio, if higher) is under the goal, by more
+    than the slack for an in-cache ceiling, at all for the embedding's gather."""
+    ratio, ceiling = point["ratio"], point["ceiling"]
+    return (ratio is not None and ratio < ELEMENTWISE_GOAL and ceiling is not None
+            and max(ceiling, ratio) * (1 + point["slack"]) < ELEMENTWISE_GOAL)
+
+
 def table(header, rows):
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
@@ -233,34 +304,12 @@ def main(argv):
     header = ["op", "shape", "threads", "GFLOP/s", "raw sgemm GFLOP/s", "ratio",
               "goal ≥ 90%"]
     combined = {True: [], False: []}  # by whether the shape is a goal point
-    layer_keys = sorted({(k[2], k[3]) for k in ops if k[1] in LINEAR_PASSES},
-                        key=lambda st: (linear_order(st[0]), st[1]))
-    for shape, threads in layer_keys:
-        op_flops = op_time = base_flops = base_time = 0.0
-        complete = True
-        noisy = False
-        for p in LINEAR_PASSES:
-            o = runs.get(("op", p, shape, threads), {}).get("median")
-            b = runs.get(("sgemm", p, shape, threads), {}).get("median")
-            if o is None or b is None:
-                complete = False
-                break
-            if contended(threads, o, b):
-                noisy = True
-                rerun.add(f"{p}/{shape}/t{threads}")
-            op_flops += o["flop_count"]
-            op_time += seconds(o)
-            base_flops += b["flop_count"]
-            base_time += seconds(b)
-        if not complete:
-            continue
-        g_op = op_flops / op_time / 1e9
-        g_base = base_flops / base_time / 1e9
-        ratio = g_op / g_base
-        goal = is_goal_shape(shape)
-        combined[goal].append(["linear fwd+bwd", linear_shape_text(shape), threads, fmt(g_op),
-                               fmt(g_base), f"{100 * ratio:.0f}%",
-                               verdict(ratio, LINEAR_GOAL, noisy) if goal else "—"])
+    for layer in linear_layers(runs):
+        rerun.update(layer["contended"])
+        combined[layer["goal"]].append(
+            ["linear fwd+bwd", linear_shape_text(layer["shape"]), layer["threads"],
+             fmt(layer["op"]), fmt(layer["baseline"]), f"{100 * layer['ratio']:.0f}%",
+             verdict(layer["ratio"], LINEAR_GOAL, layer["noisy"]) if layer["goal"] else "—"])
     if combined[True]:
         out.append("## Linear, forward + input gradient + weight gradient (the goal)")
         out.append("")
@@ -300,42 +349,24 @@ def main(argv):
 
     # ---- element-wise ----
     rows = []
-    ew_keys = sorted((k for k in ops if k[1].startswith(("layernorm", "gelu", "embedding"))),
-                     key=lambda k: (op_order(k[1]), shape_sort_key(k[2]), k[3]))
     tally = {"points": 0, "met": 0, "beyond": 0}
-    for key in ew_keys:
-        o = runs[key]["median"]
-        b = baseline(key, "memcpy")
-        g_op = rate(o)[0]
-        g_base = rate(b["median"])[0] if b else None
-        if b is None:
+    for p in elementwise_points(runs):
+        key, ratio, ceiling = p["key"], p["ratio"], p["ceiling"]
+        if p["baseline"] is None:
             missing.append("/".join(map(str, key)))
-        ratio = g_op / g_base if g_base else None
-        bm = b["median"] if b else None
-        c = runs.get(("incache", key[1], key[2], 1), {}).get("median")
-        g_cache = rate(c)[0] if c else None
-        ceiling = key[3] * g_cache / g_base if g_cache and g_base else None
-        slack = CEILING_SLACK
-        gather = baseline(key, "gather")
-        if gather and g_base:
-            ceiling = rate(gather["median"])[0] / g_base
-            slack = 0.0
-        noisy = (contended(key[3], o, bm) or (c is not None and contended(1, c))
-                 or (gather is not None and contended(key[3], gather["median"])))
-        if noisy:
+        if p["noisy"]:
             rerun.add(f"{key[1]}/{key[2]}/t{key[3]}")
-        text = verdict(ratio, ELEMENTWISE_GOAL, noisy)
-        if ratio is not None and not noisy and key[1] not in NOT_GOAL_POINTS:
+        text = verdict(ratio, ELEMENTWISE_GOAL, p["noisy"])
+        if ratio is not None and not p["noisy"] and p["goal"]:
             tally["points"] += 1
             tally["met"] += ratio >= ELEMENTWISE_GOAL
-            if (ratio < ELEMENTWISE_GOAL and ceiling is not None
-                    and max(ceiling, ratio) * (1 + slack) < ELEMENTWISE_GOAL):
+            if beyond_reach(p):
                 tally["beyond"] += 1
                 text += " (ceiling under the goal)"
-        rows.append([key[1], elementwise_shape_text(key[2]), key[3], fmt(g_op), fmt(g_base),
-                     "—" if ratio is None else f"{100 * ratio:.0f}%", fmt(g_cache),
-                     "—" if ceiling is None else f"{100 * ceiling:.0f}%", text,
-                     cv_text(runs[key]), share_text(o, bm)])
+        rows.append([key[1], elementwise_shape_text(key[2]), key[3], fmt(p["op"]),
+                     fmt(p["baseline"]), "—" if ratio is None else f"{100 * ratio:.0f}%",
+                     fmt(p["incache"]), "—" if ceiling is None else f"{100 * ceiling:.0f}%",
+                     text, cv_text(runs[key]), share_text(p["op_entry"], p["baseline_entry"])])
     if rows:
         out.append("## Element-wise (GB/s = bytes read + bytes written per second)")
         out.append("")

@@ -15,12 +15,14 @@ summarize = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(summarize)
 
 
-def median(name, gbytes_per_s, foreign_cores=0.0):
-    """A median aggregate of benchmark `name` running at gbytes_per_s, its thread on the CPU."""
-    return {"name": name + "_median", "run_name": name, "run_type": "aggregate",
-            "aggregate_name": "median", "real_time": 1.0, "cpu_time": 1.0, "time_unit": "ms",
-            "bytes": gbytes_per_s * 1e9, "byte_count": gbytes_per_s * 1e6,
-            "foreign_cores": foreign_cores}
+def median(name, rate, foreign_cores=0.0, unit="bytes"):
+    """A median aggregate of benchmark `name` at `rate` GB/s (or GFLOP/s, unit "flops"), its
+    thread on the CPU."""
+    entry = {"name": name + "_median", "run_name": name, "run_type": "aggregate",
+             "aggregate_name": "median", "real_time": 1.0, "cpu_time": 1.0, "time_unit": "ms",
+             "foreign_cores": foreign_cores}
+    entry.update({unit: rate * 1e9, unit[:-1] + "_count": rate * 1e6})
+    return entry
 
 
 def summary(entries):
