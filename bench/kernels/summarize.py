@@ -193,7 +193,7 @@ def linear_layers(runs):
     for shape, threads in layer_keys:
         op_flops = op_time = base_flops = base_time = 0.0
         complete = True
-        noisy = []
+        contended_passes = []
         for p in LINEAR_PASSES:
             o = runs.get(("op", p, shape, threads), {}).get("median")
             b = runs.get(("sgemm", p, shape, threads), {}).get("median")
@@ -201,7 +201,7 @@ def linear_layers(runs):
                 complete = False
                 break
             if contended(threads, o, b):
-                noisy.append(f"{p}/{shape}/t{threads}")
+                contended_passes.append(f"{p}/{shape}/t{threads}")
             op_flops += o["flop_count"]
             op_time += seconds(o)
             base_flops += b["flop_count"]
@@ -212,7 +212,8 @@ def linear_layers(runs):
         g_base = base_flops / base_time / 1e9
         layers.append({"shape": shape, "threads": threads, "op": g_op, "baseline": g_base,
                        "ratio": g_op / g_base, "goal": is_goal_shape(shape),
-                       "noisy": bool(noisy), "contended": noisy})
+                       "noisy": bool(contended_passes),
+                       "contended_passes": contended_passes})
     return layers
 
 
@@ -305,7 +306,7 @@ def main(argv):
               "goal ≥ 90%"]
     combined = {True: [], False: []}  # by whether the shape is a goal point
     for layer in linear_layers(runs):
-        rerun.update(layer["contended"])
+        rerun.update(layer["contended_passes"])
         combined[layer["goal"]].append(
             ["linear fwd+bwd", linear_shape_text(layer["shape"]), layer["threads"],
              fmt(layer["op"]), fmt(layer["baseline"]), f"{100 * layer['ratio']:.0f}%",
