@@ -2,20 +2,18 @@
 
 #include <span>
 
-#include "kernels/ops/activation.hpp"
 #include "kernels/ops/attention.hpp"
 #include "kernels/ops/cross_entropy.hpp"
 #include "kernels/ops/embedding.hpp"
 #include "kernels/ops/layernorm.hpp"
 #include "kernels/ops/linear.hpp"
 #include "kernels/ops/residual.hpp"
+#include "runtime/gpt_layer_tail.hpp"
 #include "runtime/parameter_store.hpp"
 
 namespace spw {
 
 namespace {
-
-constexpr double kInitStd = 0.02;
 
 std::span<const std::int32_t> tokens_of(const MicrobatchData& mb, const std::int32_t* ids) {
   return {ids, static_cast<std::size_t>(mb.rows())};
@@ -44,7 +42,7 @@ class GptEmbedding final : public Block {
 
   Status init_parameters(std::uint64_t seed) override {
     for (std::size_t i = 0; i < params_.size(); ++i) {
-      fill_normal(params_.value(i), kInitStd, seed, params_.name(i));
+      fill_normal(params_.value(i), kGptInitStd, seed, params_.name(i));
     }
     return Status::success();
   }
@@ -74,7 +72,8 @@ class GptEmbedding final : public Block {
   std::size_t tok_ = 0, pos_ = 0;
 };
 
-// x = x + proj(attention(qkv(LN1(x)))); y = x + fc2(gelu(fc1(LN2(x)))).
+// x2 = x + proj(attention(qkv(LN1(x)))); y = x2 + fc2(gelu(fc1(LN2(x2)))); from the
+// projection on in GptLayerTail.
 class TransformerBlock final : public Block {
  public:
   TransformerBlock(const GptShape& shape, std::int64_t index)
@@ -87,15 +86,7 @@ class TransformerBlock final : public Block {
     SPW_ASSIGN_OR_RETURN(ln1_b_, params_.add(p + "ln1.bias", {d}));
     SPW_ASSIGN_OR_RETURN(qkv_w_, params_.add(p + "attn.qkv.weight", {3 * d, d}));
     SPW_ASSIGN_OR_RETURN(qkv_b_, params_.add(p + "attn.qkv.bias", {3 * d}));
-    SPW_ASSIGN_OR_RETURN(proj_w_, params_.add(p + "attn.proj.weight", {d, d}));
-    SPW_ASSIGN_OR_RETURN(proj_b_, params_.add(p + "attn.proj.bias", {d}));
-    SPW_ASSIGN_OR_RETURN(ln2_w_, params_.add(p + "ln2.weight", {d}));
-    SPW_ASSIGN_OR_RETURN(ln2_b_, params_.add(p + "ln2.bias", {d}));
-    SPW_ASSIGN_OR_RETURN(fc1_w_, params_.add(p + "mlp.fc1.weight", {4 * d, d}));
-    SPW_ASSIGN_OR_RETURN(fc1_b_, params_.add(p + "mlp.fc1.bias", {4 * d}));
-    SPW_ASSIGN_OR_RETURN(fc2_w_, params_.add(p + "mlp.fc2.weight", {d, 4 * d}));
-    SPW_ASSIGN_OR_RETURN(fc2_b_, params_.add(p + "mlp.fc2.bias", {d}));
-    return Status::success();
+    return tail_.create(params_, p, d);
   }
 
   const std::string& name() const override { return name_; }
@@ -105,14 +96,11 @@ class TransformerBlock final : public Block {
   }
 
   Status init_parameters(std::uint64_t seed) override {
-    for (std::size_t w : {qkv_w_, proj_w_, fc1_w_, fc2_w_}) {
-      fill_normal(params_.value(w), kInitStd, seed, params_.name(w));
-    }
-    for (std::size_t b : {ln1_b_, qkv_b_, proj_b_, ln2_b_, fc1_b_, fc2_b_}) {
-      params_.value(b).fill(0.0f);
-    }
+    fill_normal(params_.value(qkv_w_), kGptInitStd, seed, params_.name(qkv_w_));
+    params_.value(ln1_b_).fill(0.0f);
+    params_.value(qkv_b_).fill(0.0f);
     params_.value(ln1_w_).fill(1.0f);
-    params_.value(ln2_w_).fill(1.0f);
+    tail_.init_parameters(params_, seed);
     return Status::success();
   }
 
@@ -125,58 +113,32 @@ class TransformerBlock final : public Block {
     SPW_ASSIGN_OR_RETURN(Tensor * mean1, s.get(kMean1, {n}));
     SPW_ASSIGN_OR_RETURN(Tensor * rstd1, s.get(kRstd1, {n}));
     SPW_ASSIGN_OR_RETURN(Tensor * qkv, s.get(kQkv, {n, 3 * d}));
-    SPW_ASSIGN_OR_RETURN(Tensor * attn, s.get(kAttn, {n, d}));
     SPW_ASSIGN_OR_RETURN(Tensor * lse, s.get(kLse, {mb.samples, shape_.heads, mb.seq}));
-    SPW_ASSIGN_OR_RETURN(Tensor * x2, s.get(kX2, {n, d}));
-    SPW_ASSIGN_OR_RETURN(Tensor * ln2, s.get(kLn2, {n, d}));
-    SPW_ASSIGN_OR_RETURN(Tensor * mean2, s.get(kMean2, {n}));
-    SPW_ASSIGN_OR_RETURN(Tensor * rstd2, s.get(kRstd2, {n}));
-    SPW_ASSIGN_OR_RETURN(Tensor * h, s.get(kH, {n, 4 * d}));
-    SPW_ASSIGN_OR_RETURN(Tensor * g, s.get(kG, {n, 4 * d}));
+    SPW_ASSIGN_OR_RETURN(Tensor * attn, tail_.heads_output(s, n, d));
 
     SPW_TRY(ops::layernorm_forward(x, params_.value(ln1_w_), params_.value(ln1_b_),
                                    shape_.ln_eps, *ln1, *mean1, *rstd1));
     SPW_TRY(ops::linear_forward(*ln1, params_.value(qkv_w_), &params_.value(qkv_b_), *qkv));
     SPW_TRY(ops::attention_forward(*qkv, mb.samples, mb.seq, shape_.heads, *attn, *lse));
-    SPW_TRY(ops::linear_forward_residual(*attn, params_.value(proj_w_), &params_.value(proj_b_),
-                                         x, *x2));
-    SPW_TRY(ops::layernorm_forward(*x2, params_.value(ln2_w_), params_.value(ln2_b_),
-                                   shape_.ln_eps, *ln2, *mean2, *rstd2));
-    SPW_TRY(ops::linear_forward(*ln2, params_.value(fc1_w_), &params_.value(fc1_b_), *h));
-    SPW_TRY(ops::gelu_forward(*h, *g));
-    return ops::linear_forward_residual(*g, params_.value(fc2_w_), &params_.value(fc2_b_), *x2,
-                                        *output);
+    return tail_.forward(params_, shape_.ln_eps, s, x, *output);
   }
 
   Status backward_input(const MicrobatchData& mb, const Tensor* input, const Tensor* doutput,
                         Tensor* dinput, BlockState& state) override {
-    const Tensor& dy = *doutput;
     const std::int64_t n = mb.rows(), d = shape_.d_model;
     Stash& s = state.saved;
     Stash& gs = state.grads;
-    SPW_ASSIGN_OR_RETURN(Tensor * dh, gs.get(kDh, {n, 4 * d}));
-    SPW_ASSIGN_OR_RETURN(Tensor * dln2, gs.get(kDln2, {n, d}));
-    SPW_ASSIGN_OR_RETURN(Tensor * dx2, gs.get(kDx2, {n, d}));
     SPW_ASSIGN_OR_RETURN(Tensor * dqkv, gs.get(kDqkv, {n, 3 * d}));
     SPW_ASSIGN_OR_RETURN(Tensor * dln1, gs.get(kDln1, {n, d}));
-    SPW_ASSIGN_OR_RETURN(Tensor * dg, scratch_.get(kScratchWide, {n, 4 * d}));
-    SPW_ASSIGN_OR_RETURN(Tensor * dnarrow, scratch_.get(kScratchNarrow, {n, d}));
-
-    // MLP branch, then the residual joins: dx2 = dy + LN2'(fc1'(gelu'(fc2'(dy)))).
-    SPW_TRY(ops::linear_backward_input(dy, params_.value(fc2_w_), *dg));
-    SPW_TRY(ops::gelu_backward(*dg, s.at(kH), *dh));
-    SPW_TRY(ops::linear_backward_input(*dh, params_.value(fc1_w_), *dln2));
-    SPW_TRY(ops::layernorm_backward_input(*dln2, s.at(kX2), params_.value(ln2_w_), s.at(kMean2),
-                                          s.at(kRstd2), *dnarrow));
-    SPW_TRY(ops::residual_forward(dy, *dnarrow, *dx2));
+    SPW_TRY(tail_.backward_input(params_, state, scratch_, *doutput));
     // Attention branch: dx = dx2 + LN1'(qkv'(attention'(proj'(dx2)))).
-    SPW_TRY(ops::linear_backward_input(*dx2, params_.value(proj_w_), *dnarrow));
-    SPW_TRY(ops::attention_backward(*dnarrow, s.at(kQkv), s.at(kAttn), s.at(kLse), mb.samples,
-                                    mb.seq, shape_.heads, *dqkv));
+    SPW_TRY(ops::attention_backward(tail_.heads_gradient(scratch_), s.at(kQkv),
+                                    s.at(kAttn), s.at(kLse), mb.samples, mb.seq, shape_.heads,
+                                    *dqkv));
     SPW_TRY(ops::linear_backward_input(*dqkv, params_.value(qkv_w_), *dln1));
     SPW_TRY(ops::layernorm_backward_input(*dln1, *input, params_.value(ln1_w_),
                                           s.at(kMean1), s.at(kRstd1), *dinput));
-    return ops::accumulate(*dinput, *dx2);
+    return ops::accumulate(*dinput, tail_.residual_gradient(state));
   }
 
   Status backward_weight(const MicrobatchData&, const Tensor* input, const Tensor* doutput,
@@ -190,28 +152,20 @@ class TransformerBlock final : public Block {
                                            params_.grad(ln1_w_), params_.grad(ln1_b_)));
     SPW_TRY(ops::linear_backward_weight(gs.at(kDqkv), s.at(kLn1), params_.grad(qkv_w_),
                                         &params_.grad(qkv_b_)));
-    SPW_TRY(ops::linear_backward_weight(gs.at(kDx2), s.at(kAttn), params_.grad(proj_w_),
-                                        &params_.grad(proj_b_)));
-    SPW_TRY(ops::layernorm_backward_weight(gs.at(kDln2), s.at(kX2), s.at(kMean2), s.at(kRstd2),
-                                           params_.grad(ln2_w_), params_.grad(ln2_b_)));
-    SPW_TRY(ops::linear_backward_weight(gs.at(kDh), s.at(kLn2), params_.grad(fc1_w_),
-                                        &params_.grad(fc1_b_)));
-    return ops::linear_backward_weight(*doutput, s.at(kG), params_.grad(fc2_w_),
-                                       &params_.grad(fc2_b_));
+    return tail_.backward_weight(params_, state, *doutput);
   }
 
  private:
-  enum SavedSlot : std::size_t {
-    kLn1, kMean1, kRstd1, kQkv, kAttn, kLse, kX2, kLn2, kMean2, kRstd2, kH, kG };
-  enum GradSlot : std::size_t { kDh, kDln2, kDx2, kDqkv, kDln1 };
-  enum ScratchSlot : std::size_t { kScratchWide, kScratchNarrow };
+  // The saved heads' output sits in the tail's first slot, kAttn.
+  enum SavedSlot : std::size_t { kLn1, kMean1, kRstd1, kQkv, kLse, kAttn };
+  enum GradSlot : std::size_t { kDqkv, kDln1, kTailGrads };
 
   GptShape shape_;
   std::string name_;
   ParameterStore params_;
   Stash scratch_{MemoryCategory::workspace};
-  std::size_t ln1_w_ = 0, ln1_b_ = 0, qkv_w_ = 0, qkv_b_ = 0, proj_w_ = 0, proj_b_ = 0;
-  std::size_t ln2_w_ = 0, ln2_b_ = 0, fc1_w_ = 0, fc1_b_ = 0, fc2_w_ = 0, fc2_b_ = 0;
+  GptLayerTail tail_{kAttn, kTailGrads, 0};
+  std::size_t ln1_w_ = 0, ln1_b_ = 0, qkv_w_ = 0, qkv_b_ = 0;
 };
 
 // logits = head(LN_f(x)); loss = mean cross-entropy over the microbatch's positions.
@@ -237,7 +191,7 @@ class GptHead final : public Block {
   Status init_parameters(std::uint64_t seed) override {
     params_.value(lnf_w_).fill(1.0f);
     params_.value(lnf_b_).fill(0.0f);
-    fill_normal(params_.value(head_w_), kInitStd, seed, params_.name(head_w_));
+    fill_normal(params_.value(head_w_), kGptInitStd, seed, params_.name(head_w_));
     return Status::success();
   }
 

@@ -10,6 +10,9 @@
 
 namespace spw {
 
+// The standard deviation of the normal initial weights (GPT-2's).
+inline constexpr double kGptInitStd = 0.02;
+
 struct GptShape {
   std::int64_t layers = 8;
   std::int64_t d_model = 256;
