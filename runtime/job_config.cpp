@@ -64,7 +64,8 @@ struct SectionSchema {
 
 const std::vector<SectionSchema>& schema() {
   static const std::vector<SectionSchema> sections = {
-      {"model", {"kind", "layers", "d_model", "heads", "seq", "vocab", "ln_eps", "dims"}},
+      {"model",
+       {"kind", "layers", "d_model", "heads", "seq", "vocab", "ln_eps", "split_layers", "dims"}},
       {"data", {"source", "path"}},
       {"train",
        {"batch", "microbatches", "steps", "epochs", "optimizer", "lr", "momentum", "beta1",
@@ -79,8 +80,8 @@ const std::vector<SectionSchema>& schema() {
   return sections;
 }
 
-constexpr std::string_view kGptOnlyKeys[] = {"layers", "d_model", "heads",
-                                             "seq",    "vocab",   "ln_eps"};
+constexpr std::string_view kGptOnlyKeys[] = {"layers", "d_model", "heads",       "seq",
+                                             "vocab",  "ln_eps",  "split_layers"};
 
 const SectionSchema* find_section(std::string_view name) {
   for (const auto& section : schema()) {
@@ -490,6 +491,55 @@ Status apply_override(toml::table& doc, const std::string& argument, std::string
   return Status::success();
 }
 
+Status read_split_layers(const JobReader& r, ModelConfig& model) {
+  constexpr std::string_view key = "model.split_layers";
+  const toml::node* node = r.find(key);
+  if (node == nullptr) return Status::success();
+  const toml::array* pairs = node->as_array();
+  if (pairs == nullptr) {
+    return r.fail(key, "'model.split_layers' must be an array of [layer, heads] pairs, got " +
+                           type_name(*node));
+  }
+  std::vector<std::array<int, 2>> parsed;
+  for (std::size_t i = 0; i < pairs->size(); ++i) {
+    const toml::node& element = *pairs->get(i);
+    const std::string label = "model.split_layers[" + std::to_string(i) + "]";
+    const toml::array* pair = element.as_array();
+    if (pair == nullptr || pair->size() != 2) {
+      return r.fail(key, &element,
+                    single_quoted(label) + " must be a [layer, heads] pair, got " +
+                        (pair != nullptr ? std::to_string(pair->size()) + " entries"
+                                         : type_name(element)));
+    }
+    std::array<int, 2> split{};
+    SPW_TRY(r.integer(key, label + "[0]", *pair->get(0), split[0], 0));
+    SPW_TRY(r.integer(key, label + "[1]", *pair->get(1), split[1], 1));
+    if (split[0] >= model.layers) {
+      return r.fail(key, &element,
+                    single_quoted(label) + " names layer " + std::to_string(split[0]) +
+                        ", but the model has layers 0 .. " + std::to_string(model.layers - 1));
+    }
+    if (split[1] >= model.heads) {
+      return r.fail(key, &element,
+                    single_quoted(label) + " keeps " + std::to_string(split[1]) +
+                        " heads in the front, which leaves none of the layer's " +
+                        std::to_string(model.heads) + " for the back: use 1 .. " +
+                        std::to_string(model.heads - 1));
+    }
+    for (const auto& earlier : parsed) {
+      if (earlier[0] == split[0]) {
+        return r.fail(key, &element,
+                      single_quoted(label) + " splits layer " + std::to_string(split[0]) +
+                          " a second time");
+      }
+    }
+    parsed.push_back(split);
+  }
+  std::sort(parsed.begin(), parsed.end());
+  model.split_layers = std::move(parsed);
+  return Status::success();
+}
+
 Status read_model(const JobReader& r, ModelConfig& model) {
   SPW_TRY(r.read_enum("model.kind", kModelKinds, model.kind));
   // Keys of the other kind are refused rather than ignored: `dims` without kind = "mlp" would
@@ -531,7 +581,7 @@ Status read_model(const JobReader& r, ModelConfig& model) {
                          ") must be divisible by 'model.heads' (" + std::to_string(model.heads) +
                          ")");
   }
-  return Status::success();
+  return read_split_layers(r, model);
 }
 
 Status read_data(const JobReader& r, DataConfig& data) {
@@ -831,6 +881,7 @@ nlohmann::json to_json(const JobConfig& config) {
     model_json["seq"] = model.seq;
     model_json["vocab"] = model.vocab;
     model_json["ln_eps"] = model.ln_eps;
+    if (!model.split_layers.empty()) model_json["split_layers"] = model.split_layers;
   } else {
     model_json["dims"] = model.dims;
   }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -47,6 +48,9 @@ struct ModelConfig {
   int seq = 128;
   int vocab = 256;  // byte-level tokens; anything else is rejected
   double ln_eps = 1e-5;
+  // [layer, front heads] pairs, by layer: each such layer becomes two blocks, LN1 with its
+  // first heads, then the rest, so that a stage boundary can fall between them.
+  std::vector<std::array<int, 2>> split_layers;
   // mlp only: layer widths, input first, output last.
   std::vector<int> dims;
   bool operator==(const ModelConfig&) const = default;

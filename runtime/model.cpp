@@ -1,20 +1,83 @@
 #include "runtime/model.hpp"
 
+#include "runtime/gpt_split_layer.hpp"
 #include "runtime/mlp_blocks.hpp"
 
 namespace spw {
 
+namespace {
+
+// What block `block` of a gpt is.
+struct GptBlock {
+  enum class Kind { embedding, layer, front, back, head } kind = Kind::embedding;
+  std::int64_t layer = -1;
+  std::int64_t front_heads = 0;  // front and back
+};
+
+const LayerSplit* split_of(const ModelSpec& spec, std::int64_t layer) {
+  for (const LayerSplit& split : spec.splits) {
+    if (split.layer == layer) return &split;
+  }
+  return nullptr;
+}
+
+std::vector<GptBlock> gpt_blocks(const ModelSpec& spec) {
+  std::vector<GptBlock> blocks{{GptBlock::Kind::embedding}};
+  for (std::int64_t i = 0; i < spec.gpt.layers; ++i) {
+    if (const LayerSplit* split = split_of(spec, i)) {
+      blocks.push_back({GptBlock::Kind::front, i, split->front_heads});
+      blocks.push_back({GptBlock::Kind::back, i, split->front_heads});
+    } else {
+      blocks.push_back({GptBlock::Kind::layer, i});
+    }
+  }
+  blocks.push_back({GptBlock::Kind::head});
+  return blocks;
+}
+
+Status check_splits(const ModelSpec& spec) {
+  if (spec.splits.empty()) return Status::success();
+  if (spec.kind != "gpt") {
+    return error(StatusCode::invalid_argument, "only a gpt's layers can be split");
+  }
+  for (std::size_t i = 0; i < spec.splits.size(); ++i) {
+    const LayerSplit& split = spec.splits[i];
+    if (split.layer < 0 || split.layer >= spec.gpt.layers) {
+      return error(StatusCode::invalid_argument,
+                   "layer " + std::to_string(split.layer) + " to split is not one of the " +
+                       "model's " + std::to_string(spec.gpt.layers) + " layers (0 .. " +
+                       std::to_string(spec.gpt.layers - 1) + ")");
+    }
+    for (std::size_t j = 0; j < i; ++j) {
+      if (spec.splits[j].layer == split.layer) {
+        return error(StatusCode::invalid_argument,
+                     "layer " + std::to_string(split.layer) + " is split twice");
+      }
+    }
+  }
+  return Status::success();
+}
+
+}  // namespace
+
 std::int64_t ModelSpec::block_count() const {
-  if (kind == "gpt") return gpt.layers + 2;
+  if (kind == "gpt") return gpt.layers + 2 + static_cast<std::int64_t>(splits.size());
   return dims.size() >= 2 ? static_cast<std::int64_t>(dims.size()) - 1 : 0;
 }
 
 std::vector<std::string> ModelSpec::block_names() const {
   std::vector<std::string> names;
   if (kind == "gpt") {
-    names.push_back("embedding");
-    for (std::int64_t i = 0; i < gpt.layers; ++i) names.push_back("blocks." + std::to_string(i));
-    names.push_back("head");
+    for (const GptBlock& block : gpt_blocks(*this)) {
+      const std::string layer = "blocks." + std::to_string(block.layer);
+      switch (block.kind) {
+        case GptBlock::Kind::embedding: names.push_back("embedding"); break;
+        case GptBlock::Kind::layer: names.push_back(layer); break;
+        case GptBlock::Kind::front: names.push_back(layer + ".front"); break;
+        case GptBlock::Kind::back: names.push_back(layer + ".back"); break;
+        case GptBlock::Kind::head: names.push_back("head"); break;
+      }
+    }
   } else {
     for (std::int64_t i = 0; i < block_count(); ++i) names.push_back("layers." + std::to_string(i));
   }
@@ -25,7 +88,7 @@ std::string ModelSpec::describe() const {
   if (kind == "gpt") {
     return "gpt layers=" + std::to_string(gpt.layers) + " d_model=" + std::to_string(gpt.d_model) +
            " heads=" + std::to_string(gpt.heads) + " seq=" + std::to_string(gpt.seq) +
-           " vocab=" + std::to_string(gpt.vocab);
+           " vocab=" + std::to_string(gpt.vocab) + splits_text();
   }
   std::string text = kind + " dims=";
   for (std::size_t i = 0; i < dims.size(); ++i) {
@@ -35,9 +98,24 @@ std::string ModelSpec::describe() const {
   return text;
 }
 
+std::string ModelSpec::splits_text() const {
+  std::string text;
+  for (const LayerSplit& split : splits) {
+    text += (text.empty() ? " split=" : ",") + std::to_string(split.layer) + ":" +
+            std::to_string(split.front_heads);
+  }
+  return text;
+}
+
 Shape ModelSpec::activation_shape(std::int64_t block, const MicrobatchData& mb) const {
   if (block < 0 || block + 1 >= block_count()) return {};
-  if (kind == "gpt") return {mb.rows(), gpt.d_model};
+  if (kind == "gpt") {
+    const GptBlock what = gpt_blocks(*this)[static_cast<std::size_t>(block)];
+    if (what.kind == GptBlock::Kind::front) {
+      return split_layer_activation_shape(gpt, what.front_heads, mb);
+    }
+    return {mb.rows(), gpt.d_model};
+  }
   return {mb.samples, dims[static_cast<std::size_t>(block) + 1]};
 }
 
@@ -56,19 +134,28 @@ Result<std::unique_ptr<Model>> Model::build(const ModelSpec& spec, std::int64_t 
                  "blocks [" + std::to_string(first) + ", " + std::to_string(last) +
                      "] are not a range of the model's " + std::to_string(count) + " blocks");
   }
+  SPW_TRY(check_splits(spec));
   auto model = std::unique_ptr<Model>(new Model());
   model->spec_ = spec;
   model->first_ = first;
+  const std::vector<GptBlock> gpt = spec.kind == "gpt" ? gpt_blocks(spec) : std::vector<GptBlock>{};
   for (std::int64_t b = first; b <= last; ++b) {
     Result<std::unique_ptr<Block>> block = Status();
     if (spec.kind == "mlp") {
       block = make_mlp_layer(spec.dims, static_cast<std::size_t>(b));
-    } else if (b == 0) {
-      block = make_gpt_embedding(spec.gpt);
-    } else if (b == count - 1) {
-      block = make_gpt_head(spec.gpt);
     } else {
-      block = make_transformer_block(spec.gpt, b - 1);
+      const GptBlock& what = gpt[static_cast<std::size_t>(b)];
+      switch (what.kind) {
+        case GptBlock::Kind::embedding: block = make_gpt_embedding(spec.gpt); break;
+        case GptBlock::Kind::layer: block = make_transformer_block(spec.gpt, what.layer); break;
+        case GptBlock::Kind::front:
+          block = make_transformer_front(spec.gpt, what.layer, what.front_heads);
+          break;
+        case GptBlock::Kind::back:
+          block = make_transformer_back(spec.gpt, what.layer, what.front_heads);
+          break;
+        case GptBlock::Kind::head: block = make_gpt_head(spec.gpt); break;
+      }
     }
     if (!block.ok()) return block.status();
     model->blocks_.push_back(std::move(block).value());

@@ -11,23 +11,37 @@
 
 namespace spw {
 
+// A gpt layer cut into two blocks after its first `front_heads` attention heads
+// (runtime/gpt_split_layer.hpp), so that a stage boundary can fall inside it.
+struct LayerSplit {
+  std::int64_t layer = 0;
+  std::int64_t front_heads = 1;
+  friend bool operator==(const LayerSplit&, const LayerSplit&) = default;
+};
+
 struct ModelSpec {
   std::string kind = "gpt";           // "gpt" or "mlp"
   GptShape gpt;                       // with kind "gpt"
   std::vector<std::int64_t> dims;     // with kind "mlp": layer widths, input first
+  std::vector<LayerSplit> splits;     // with kind "gpt": by layer, each layer at most once
 
-  // Blocks in the whole model: gpt layers + 2 (embedding, head), mlp dims.size() - 1.
+  // Blocks in the whole model: gpt layers + 2 (embedding, head) + one per split layer, mlp
+  // dims.size() - 1.
   std::int64_t block_count() const;
-  // Names of the blocks, in order ("embedding", "blocks.0", ..., "head"; "layers.0", ...).
+  // Names of the blocks, in order ("embedding", "blocks.0", ..., "head", a split layer's two
+  // blocks "blocks.3.front" and "blocks.3.back"; "layers.0", ...).
   std::vector<std::string> block_names() const;
   // What a profile is taken of: "gpt layers=8 d_model=256 heads=8 seq=128 vocab=256",
-  // "mlp dims=784-1024-10".
+  // with " split=4:1" (layer:front heads) when layers are split; "mlp dims=784-1024-10".
   std::string describe() const;
   // Positions per sample (gpt: seq; mlp: 1) and elements of the input per sample.
   std::int64_t positions_per_sample() const { return kind == "gpt" ? gpt.seq : 1; }
   // Shape of the activation block `block` hands to the next block for `mb` (empty for the
   // last block): what a pipeline stage receives without holding the block that sends it.
   Shape activation_shape(std::int64_t block, const MicrobatchData& mb) const;
+
+ private:
+  std::string splits_text() const;
 };
 
 class Model {

@@ -141,6 +141,23 @@ TEST_P(PipelineMath, SameRunTwiceIsBitIdentical) {
   EXPECT_EQ(first.weights, second.weights);
 }
 
+// A layer split after its first head (model.split_layers) with the stage boundary between
+// its two blocks: the front's three planes travel as the activation and their gradients come
+// back, and the pipeline keeps the trainer's bits with the same split. Six layers, layer 2
+// split: nine blocks, so two stages cut after the front (blocks 0-3 | 4-8) and four chunks
+// too (0-1 | 2-3 | 4-5 | 6-8).
+TEST_P(PipelineMath, KeepsTheTrainersBitsWithALayerSplitAcrossTheBoundary) {
+  const std::string schedule = GetParam();
+  const Shape shape{2, 1};
+  if (shape.P > world_size()) return;
+  TrainSettings settings = tiny_gpt(4);
+  settings.model.splits = {{2, 1}};
+  const Outcome run = pipeline(settings, schedule, shape.P, shape.R);
+  if (world_rank() != 0) return;
+  ASSERT_TRUE(run.weights.count("blocks.2.attn.qkv_front.weight")) << run.error;
+  expect_same(run, reference(settings), shape.R, schedule + " P=2 m=4, layer 2 split");
+}
+
 INSTANTIATE_TEST_SUITE_P(Schedules, PipelineMath,
                          ::testing::Values("gpipe", "1f1b", "interleaved", "zb-h1"),
                          schedule_test_name);

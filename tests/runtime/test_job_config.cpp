@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -466,6 +467,31 @@ TEST(JobConfigRanges, Model) {
             "job.toml:2: 'model.ln_eps' must be greater than 0, got 0");
 }
 
+TEST(JobConfigRanges, SplitLayers) {
+  const std::string m = "[model]\nlayers = 4\nheads = 4\nd_model = 64\n";
+  EXPECT_EQ(error_of(m + "split_layers = 2\n" + kTrain),
+            "job.toml:5: 'model.split_layers' must be an array of [layer, heads] pairs, got "
+            "integer");
+  EXPECT_EQ(error_of(m + "split_layers = [[1, 2, 3]]\n" + kTrain),
+            "job.toml:5: 'model.split_layers[0]' must be a [layer, heads] pair, got 3 entries");
+  EXPECT_EQ(error_of(m + "split_layers = [[4, 1]]\n" + kTrain),
+            "job.toml:5: 'model.split_layers[0]' names layer 4, but the model has layers 0 .. 3");
+  EXPECT_EQ(error_of(m + "split_layers = [[1, 0]]\n" + kTrain),
+            "job.toml:5: 'model.split_layers[0][1]' must be at least 1, got 0");
+  EXPECT_EQ(error_of(m + "split_layers = [[1, 4]]\n" + kTrain),
+            "job.toml:5: 'model.split_layers[0]' keeps 4 heads in the front, which leaves none "
+            "of the layer's 4 for the back: use 1 .. 3");
+  EXPECT_EQ(error_of(m + "split_layers = [[1, 1], [1, 2]]\n" + kTrain),
+            "job.toml:5: 'model.split_layers[1]' splits layer 1 a second time");
+  EXPECT_EQ(error_of("[model]\nkind = \"mlp\"\ndims = [4, 2]\nsplit_layers = [[0, 1]]\n" +
+                     kTrain),
+            "job.toml:4: 'model.split_layers' applies only to model.kind = \"gpt\"");
+  // Read in layer order, whatever order the job lists them in.
+  Result<JobConfig> job = parse(m + "split_layers = [[3, 1], [0, 2]]\n" + kTrain);
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  EXPECT_EQ(job->model.split_layers, (std::vector<std::array<int, 2>>{{0, 2}, {3, 1}}));
+}
+
 TEST(JobConfigRanges, MlpDims) {
   EXPECT_EQ(error_of("[model]\nkind = \"mlp\"\ndims = [784]\n" + kTrain),
             "job.toml:3: 'model.dims' needs at least 2 widths (input and output), got 1");
@@ -795,6 +821,7 @@ TEST(JobConfigJson, RoundTripsThroughAJobFile) {
       {kTrain, {"data.source=synthetic"}},
       {kGptS, {"offload.tier=auto"}},
       {kGptS, {"offload.engine_pu=none"}},
+      {"[model]\nsplit_layers = [[4, 1], [6, 3]]\n" + kTrain, {}},
   };
   for (const auto& [text, overrides] : jobs) {
     Result<JobConfig> original = parse(text, overrides);
