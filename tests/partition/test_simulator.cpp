@@ -111,6 +111,43 @@ TEST(ClosedForm, ZeroBubbleH1IdlesTheLargestOfFBAndFPlusBMinusWPerHop) {
       }
 }
 
+// ZB-H1 meets its closed form exactly on equal stages and has nothing to absorb a stage that
+// runs slower with: the slower rank's extra work lengthens the iteration nearly in full,
+// whichever of the two it is. With gpt-s's proportions on 2 ranks (bench/pipeline, m = 16:
+// F 9.2, B 8.5, W 7.5 ms) 1% on one stage costs about 0.4 points of bubble, about the pace
+// difference of two cores of one machine, so a measured bubble lands at or above the closed
+// form however the stages are cut.
+TEST(ClosedForm, ZeroBubbleH1HasNoSlackForAStageThatRunsSlower) {
+  const double f = 1, b = 0.92, w = 0.82;
+  const int P = 2, m = 16;
+  CostModel costs = unit_costs();
+  costs.stages[0] = {};
+  costs.stages[0].forward_s = f;
+  costs.stages[0].backward_input_s = b;
+  costs.stages[0].backward_weight_s = w;
+  costs.stages = {costs.stages[0], costs.stages[0]};
+  const double per_microbatch = f + b + w;
+  const double closed = m * per_microbatch + (P - 1) * std::max({f, b, f + b - w});
+  EXPECT_NEAR(run(make_zb_h1({P, m, 1, false}), costs).iteration_s, closed, 1e-9);
+  for (double slower : {0.005, 0.01, 0.02}) {
+    for (int stage : {0, 1}) {
+      CostModel uneven = costs;
+      StageCost& s = uneven.stages[static_cast<std::size_t>(stage)];
+      s.forward_s *= 1 + slower;
+      s.backward_input_s *= 1 + slower;
+      s.backward_weight_s *= 1 + slower;
+      const Simulation zb = run(make_zb_h1({P, m, 1, false}), uneven);
+      EXPECT_GE(zb.iteration_s, closed + (m - 1) * slower * per_microbatch - 1e-9)
+          << "stage " << stage << " " << slower * 100 << "% slower";
+      // 1% slower: 2.85-2.87% against the closed form's 2.45%.
+      const double bubble = idle(zb) / (P * zb.iteration_s);
+      const double closed_bubble = (closed - m * per_microbatch) / closed;
+      EXPECT_GT(bubble - closed_bubble, 0.35 * slower)
+          << "stage " << stage << " " << slower * 100 << "% slower";
+    }
+  }
+}
+
 TEST(ClosedForm, ZeroBubbleH1BeatsOneFOneBWheneverThereIsAPipelineToFill) {
   for (int P : {2, 3, 4, 8})
     for (int m : {1, 2, 4, 8, 16}) {
