@@ -61,7 +61,9 @@ Status check_splits(const ModelSpec& spec) {
 }  // namespace
 
 std::int64_t ModelSpec::block_count() const {
-  if (kind == "gpt") return gpt.layers + 2 + static_cast<std::int64_t>(splits.size());
+  // Counted from the list the other members index, so that a spec whose splits Model::build
+  // would refuse (a layer out of range, or split twice) cannot send them past its end.
+  if (kind == "gpt") return static_cast<std::int64_t>(gpt_blocks(*this).size());
   return dims.size() >= 2 ? static_cast<std::int64_t>(dims.size()) - 1 : 0;
 }
 

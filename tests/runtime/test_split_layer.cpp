@@ -225,10 +225,14 @@ TEST(SplitLayerModel, BuildRefusesAnUnknownLayerOrOneSplitTwice) {
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().message(),
             "layer 4 to split is not one of the model's 4 layers (0 .. 3)");
+  // Such a spec still answers for the blocks it has: none past its end.
+  EXPECT_EQ(spec.block_count(), 6);
   spec.splits = {{1, 1}, {1, 2}};
   model = Model::build(spec);
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().message(), "layer 1 is split twice");
+  EXPECT_EQ(spec.block_count(), 7);
+  EXPECT_EQ(spec.block_names().size(), 7u);
 }
 
 TrainSettings tiny_gpt(const std::string& splits) {
