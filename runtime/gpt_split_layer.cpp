@@ -27,8 +27,8 @@ Planes planes_of(const GptShape& shape, std::int64_t front_heads, const Microbat
   return {mb.rows(), shape.d_model, front_heads * (shape.d_model / shape.heads)};
 }
 
-// A view of `count` floats of a flat buffer as `shape`. The buffers a block reads (its input,
-// the gradient of its output) are const to it; the views of them are only read.
+// A view of a flat buffer from `offset` floats on, as `shape`. The buffers a block reads (its
+// input, the gradient of its output) are const to it, and views of them are only read.
 Tensor view(const Tensor& flat, std::int64_t offset, const Shape& shape) {
   return Tensor::borrow(const_cast<float*>(flat.data()) + offset, shape);
 }
