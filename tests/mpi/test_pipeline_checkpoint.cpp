@@ -1,7 +1,8 @@
 // Pipeline checkpoints: a run saved at step 3, loaded into a new executor and run 3 more steps
 // is bit-identical to 6 straight steps; the file is a single-rank checkpoint, so the trainer
 // resumes from it and the pipeline resumes from the trainer's; a checkpoint of another model
-// and an unwritable path fail alike on every rank, changing nothing and leaving no file.
+// and an unwritable path fail alike on every rank, changing nothing and leaving no file; a
+// layer split across the stage boundary resumes too, and only into the same split.
 // Each configuration runs on the first P·R ranks of the world; rank 0 compares.
 #include <gtest/gtest.h>
 #include <hdf5.h>
@@ -405,6 +406,32 @@ TEST_F(PipelineCheckpoint, MissingLayersNameTheDatasetOnEveryRank) {
   deeper.model.gpt.layers = 8;
   expect_refused(checkpoint_gpt(4), deeper, path("six-layers.h5"),
                  "rank 1: checkpoint " + path("six-layers.h5") + " has no dataset 'blocks.6.");
+}
+
+// Layer 2 split after its first head with the stage boundary between its two blocks
+// (model.split_layers; blocks 0-3 | 4-8): the split's parameters round-trip like any
+// others, and a model without the split is refused by name.
+TEST_F(PipelineCheckpoint, ALayerSplitAcrossTheBoundaryResumesAndOnlyIntoTheSameSplit) {
+  const Layout l{"zb-h1", 2, 1};
+  if (l.ranks() > world_size()) return;
+  TrainSettings split = checkpoint_gpt(4);
+  split.model.splits = {{2, 1}};
+  const std::string file = path("split.h5");
+  const Outcome straight = pipeline(split, l, "", 6);
+  const Outcome first = pipeline(split, l, "", 3, file);
+  const Outcome resumed = pipeline(split, l, file, 3);
+  if (world_rank() == 0) {
+    ASSERT_TRUE(straight.status.ok()) << straight.status.message();
+    ASSERT_TRUE(first.status.ok()) << first.status.message();
+    ASSERT_TRUE(resumed.status.ok()) << resumed.status.message();
+    ASSERT_TRUE(straight.weights.count("blocks.2.attn.qkv_front.weight"));
+    std::vector<double> both = first.loss;
+    both.insert(both.end(), resumed.loss.begin(), resumed.loss.end());
+    EXPECT_EQ(both, straight.loss);
+    EXPECT_EQ(differences(resumed.weights, straight.weights), "");
+  }
+  expect_refused(split, checkpoint_gpt(4), path("split-refused.h5"),
+                 "has no dataset 'blocks.2.attn.qkv.weight'");
 }
 
 TEST_F(PipelineCheckpoint, AMissingDirectoryIsNamedOnEveryRankAndLeavesNoFile) {
