@@ -67,23 +67,6 @@ Status init_qkv_rows(Tensor& dst, const GptShape& shape, std::int64_t index,
   return Status::success();
 }
 
-Status check_front_heads(const GptShape& shape, std::int64_t index, std::int64_t front_heads) {
-  if (index < 0 || index >= shape.layers) {
-    return error(StatusCode::invalid_argument,
-                 "layer " + std::to_string(index) + " to split is not one of the model's " +
-                     std::to_string(shape.layers) + " layers (0 .. " +
-                     std::to_string(shape.layers - 1) + ")");
-  }
-  if (front_heads < 1 || front_heads >= shape.heads) {
-    return error(StatusCode::invalid_argument,
-                 "layer " + std::to_string(index) + " split after " +
-                     std::to_string(front_heads) + " heads: its front needs 1 to " +
-                     std::to_string(shape.heads - 1) + " of its " + std::to_string(shape.heads) +
-                     " heads");
-  }
-  return Status::success();
-}
-
 class TransformerFront final : public Block {
  public:
   TransformerFront(const GptShape& shape, std::int64_t index, std::int64_t front_heads)
@@ -285,6 +268,23 @@ Result<std::unique_ptr<Block>> created(std::unique_ptr<B> block) {
 
 }  // namespace
 
+Status check_layer_split(const GptShape& shape, std::int64_t index, std::int64_t front_heads) {
+  if (index < 0 || index >= shape.layers) {
+    return error(StatusCode::invalid_argument,
+                 "layer " + std::to_string(index) + " to split is not one of the model's " +
+                     std::to_string(shape.layers) + " layers (0 .. " +
+                     std::to_string(shape.layers - 1) + ")");
+  }
+  if (front_heads < 1 || front_heads >= shape.heads) {
+    return error(StatusCode::invalid_argument,
+                 "layer " + std::to_string(index) + " split after " +
+                     std::to_string(front_heads) + " heads: its front needs 1 to " +
+                     std::to_string(shape.heads - 1) + " of its " + std::to_string(shape.heads) +
+                     " heads");
+  }
+  return Status::success();
+}
+
 Shape split_layer_activation_shape(const GptShape& shape, std::int64_t front_heads,
                                    const MicrobatchData& mb) {
   return {planes_of(shape, front_heads, mb).floats()};
@@ -292,13 +292,13 @@ Shape split_layer_activation_shape(const GptShape& shape, std::int64_t front_hea
 
 Result<std::unique_ptr<Block>> make_transformer_front(const GptShape& shape, std::int64_t index,
                                                       std::int64_t front_heads) {
-  SPW_TRY(check_front_heads(shape, index, front_heads));
+  SPW_TRY(check_layer_split(shape, index, front_heads));
   return created(std::make_unique<TransformerFront>(shape, index, front_heads));
 }
 
 Result<std::unique_ptr<Block>> make_transformer_back(const GptShape& shape, std::int64_t index,
                                                      std::int64_t front_heads) {
-  SPW_TRY(check_front_heads(shape, index, front_heads));
+  SPW_TRY(check_layer_split(shape, index, front_heads));
   return created(std::make_unique<TransformerBack>(shape, index, front_heads));
 }
 

@@ -25,6 +25,10 @@ namespace spw {
 Shape split_layer_activation_shape(const GptShape& shape, std::int64_t front_heads,
                                    const MicrobatchData& mb);
 
+// invalid_argument naming the layer when `index` is not one of shape's layers or
+// `front_heads` is not in 1 .. shape.heads - 1.
+Status check_layer_split(const GptShape& shape, std::int64_t index, std::int64_t front_heads);
+
 // Layer `index` split after its first `front_heads` heads (1 <= front_heads < shape.heads):
 // the front is named "blocks.<index>.front", the back "blocks.<index>.back". invalid_argument
 // naming the layer when front_heads is out of that range.

@@ -491,6 +491,22 @@ Status apply_override(toml::table& doc, const std::string& argument, std::string
   return Status::success();
 }
 
+// Element `label` of the array under `key` as a pair of integers of at least min0 and min1;
+// `pair` names what the pair holds in the message ("[first, last] pair of block indices").
+Status read_int_pair(const JobReader& r, std::string_view key, const std::string& label,
+                     const toml::node& element, std::string_view pair_name, std::int64_t min0,
+                     std::int64_t min1, int& first, int& second) {
+  const toml::array* pair = element.as_array();
+  if (pair == nullptr || pair->size() != 2) {
+    return r.fail(key, &element,
+                  single_quoted(label) + " must be a " + std::string(pair_name) + ", got " +
+                      (pair != nullptr ? std::to_string(pair->size()) + " entries"
+                                       : type_name(element)));
+  }
+  SPW_TRY(r.integer(key, label + "[0]", *pair->get(0), first, min0));
+  return r.integer(key, label + "[1]", *pair->get(1), second, min1);
+}
+
 Status read_split_layers(const JobReader& r, ModelConfig& model) {
   constexpr std::string_view key = "model.split_layers";
   const toml::node* node = r.find(key);
@@ -504,16 +520,9 @@ Status read_split_layers(const JobReader& r, ModelConfig& model) {
   for (std::size_t i = 0; i < pairs->size(); ++i) {
     const toml::node& element = *pairs->get(i);
     const std::string label = "model.split_layers[" + std::to_string(i) + "]";
-    const toml::array* pair = element.as_array();
-    if (pair == nullptr || pair->size() != 2) {
-      return r.fail(key, &element,
-                    single_quoted(label) + " must be a [layer, heads] pair, got " +
-                        (pair != nullptr ? std::to_string(pair->size()) + " entries"
-                                         : type_name(element)));
-    }
     std::array<int, 2> split{};
-    SPW_TRY(r.integer(key, label + "[0]", *pair->get(0), split[0], 0));
-    SPW_TRY(r.integer(key, label + "[1]", *pair->get(1), split[1], 1));
+    SPW_TRY(read_int_pair(r, key, label, element, "[layer, heads] pair", 0, 1, split[0],
+                          split[1]));
     if (split[0] >= model.layers) {
       return r.fail(key, &element,
                     single_quoted(label) + " names layer " + std::to_string(split[0]) +
@@ -670,16 +679,9 @@ Status read_stages(const JobReader& r, StagesSpec& stages) {
   for (std::size_t i = 0; i < ranges->size(); ++i) {
     const toml::node& element = *ranges->get(i);
     const std::string label = "parallel.stages[" + std::to_string(i) + "]";
-    const toml::array* pair = element.as_array();
-    if (pair == nullptr || pair->size() != 2) {
-      return r.fail(key, &element,
-                    single_quoted(label) + " must be a [first, last] pair of block indices, got " +
-                        (pair != nullptr ? std::to_string(pair->size()) + " entries"
-                                         : type_name(element)));
-    }
     StageRange range;
-    SPW_TRY(r.integer(key, label + "[0]", *pair->get(0), range.first, 0));
-    SPW_TRY(r.integer(key, label + "[1]", *pair->get(1), range.last, 0));
+    SPW_TRY(read_int_pair(r, key, label, element, "[first, last] pair of block indices", 0, 0,
+                          range.first, range.last));
     if (range.first > range.last) {
       return r.fail(key, &element,
                     single_quoted(label) + " runs backwards: first block " + std::to_string(range.first) +

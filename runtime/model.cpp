@@ -21,18 +21,39 @@ const LayerSplit* split_of(const ModelSpec& spec, std::int64_t layer) {
   return nullptr;
 }
 
-std::vector<GptBlock> gpt_blocks(const ModelSpec& spec) {
-  std::vector<GptBlock> blocks{{GptBlock::Kind::embedding}};
+// Calls visit(block) for each block in order until it returns false. Walks the layers
+// instead of building a list: activation_shape runs for every microbatch a stage receives.
+template <class Visit>
+void for_each_gpt_block(const ModelSpec& spec, Visit visit) {
+  if (!visit(GptBlock{GptBlock::Kind::embedding})) return;
   for (std::int64_t i = 0; i < spec.gpt.layers; ++i) {
     if (const LayerSplit* split = split_of(spec, i)) {
-      blocks.push_back({GptBlock::Kind::front, i, split->front_heads});
-      blocks.push_back({GptBlock::Kind::back, i, split->front_heads});
-    } else {
-      blocks.push_back({GptBlock::Kind::layer, i});
+      if (!visit(GptBlock{GptBlock::Kind::front, i, split->front_heads})) return;
+      if (!visit(GptBlock{GptBlock::Kind::back, i, split->front_heads})) return;
+    } else if (!visit(GptBlock{GptBlock::Kind::layer, i})) {
+      return;
     }
   }
-  blocks.push_back({GptBlock::Kind::head});
+  visit(GptBlock{GptBlock::Kind::head});
+}
+
+std::vector<GptBlock> gpt_blocks(const ModelSpec& spec) {
+  std::vector<GptBlock> blocks;
+  for_each_gpt_block(spec, [&](const GptBlock& b) {
+    blocks.push_back(b);
+    return true;
+  });
   return blocks;
+}
+
+// Block `index` (which must exist).
+GptBlock gpt_block_at(const ModelSpec& spec, std::int64_t index) {
+  GptBlock found;
+  for_each_gpt_block(spec, [&](const GptBlock& b) {
+    found = b;
+    return index-- > 0;
+  });
+  return found;
 }
 
 Status check_splits(const ModelSpec& spec) {
@@ -42,12 +63,7 @@ Status check_splits(const ModelSpec& spec) {
   }
   for (std::size_t i = 0; i < spec.splits.size(); ++i) {
     const LayerSplit& split = spec.splits[i];
-    if (split.layer < 0 || split.layer >= spec.gpt.layers) {
-      return error(StatusCode::invalid_argument,
-                   "layer " + std::to_string(split.layer) + " to split is not one of the " +
-                       "model's " + std::to_string(spec.gpt.layers) + " layers (0 .. " +
-                       std::to_string(spec.gpt.layers - 1) + ")");
-    }
+    SPW_TRY(check_layer_split(spec.gpt, split.layer, split.front_heads));
     for (std::size_t j = 0; j < i; ++j) {
       if (spec.splits[j].layer == split.layer) {
         return error(StatusCode::invalid_argument,
@@ -63,7 +79,11 @@ Status check_splits(const ModelSpec& spec) {
 std::int64_t ModelSpec::block_count() const {
   // Counted from the list the other members index, so that a spec whose splits Model::build
   // would refuse (a layer out of range, or split twice) cannot send them past its end.
-  if (kind == "gpt") return static_cast<std::int64_t>(gpt_blocks(*this).size());
+  if (kind == "gpt") {
+    std::int64_t count = 0;
+    for_each_gpt_block(*this, [&](const GptBlock&) { return ++count > 0; });
+    return count;
+  }
   return dims.size() >= 2 ? static_cast<std::int64_t>(dims.size()) - 1 : 0;
 }
 
@@ -112,7 +132,7 @@ std::string ModelSpec::splits_text() const {
 Shape ModelSpec::activation_shape(std::int64_t block, const MicrobatchData& mb) const {
   if (block < 0 || block + 1 >= block_count()) return {};
   if (kind == "gpt") {
-    const GptBlock what = gpt_blocks(*this)[static_cast<std::size_t>(block)];
+    const GptBlock what = gpt_block_at(*this, block);
     if (what.kind == GptBlock::Kind::front) {
       return split_layer_activation_shape(gpt, what.front_heads, mb);
     }
