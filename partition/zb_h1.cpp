@@ -7,7 +7,8 @@
 // fills the wait for the next gradient) and the last ones close the iteration, where 1F1B
 // would idle. With equal F, B and W times the bubble is (P-1)(F+B-W) instead of 1F1B's
 // (P-1)(F+B+W): a third. With unequal ones it is (P-1) max(F, B, F+B-W) (equal stages, m >=
-// P; partition/README.md says why the first two are floors for this stash limit).
+// P; partition/README.md says why the first two are floors for this stash limit, and
+// tests/partition/test_schedule_search.cpp that no list within it does better).
 #include <algorithm>
 #include <deque>
 
