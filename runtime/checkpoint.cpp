@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <unordered_set>
 #include <utility>
 
@@ -122,6 +123,32 @@ Status check_name(const std::string& name, std::unordered_set<std::string>& seen
   return Status::success();
 }
 
+std::string rows_text(std::int64_t begin, std::int64_t end) {
+  return std::to_string(begin) + ".." + std::to_string(end - 1);
+}
+
+// A part's rows must lie in its whole tensor, ascending, and add up to the part's own shape.
+Status check_part(const NamedParameter& p) {
+  const TensorPart& part = *p.part;
+  const Shape& shape = p.value->shape();
+  bool fits = shape.rank() > 0 && part.whole_shape.size() == static_cast<std::size_t>(shape.rank());
+  for (int i = 1; fits && i < shape.rank(); ++i) {
+    fits = part.whole_shape[static_cast<std::size_t>(i)] == shape[i];
+  }
+  std::int64_t rows = 0, after = 0;
+  for (const RowRange& r : part.rows) {
+    fits = fits && r.begin >= after && r.end > r.begin && r.end <= part.whole_shape[0];
+    rows += r.end - r.begin;
+    after = r.end;
+  }
+  if (!fits || part.rows.empty() || rows != shape[0]) {
+    return error(StatusCode::invalid_argument,
+                 "parameter '" + p.name + "' " + shape.to_string() +
+                     " is not an ascending choice of rows of '" + part.whole + "'");
+  }
+  return Status::success();
+}
+
 Status check_names(const std::vector<NamedParameter>& params) {
   std::unordered_set<std::string> seen;
   for (const NamedParameter& p : params) {
@@ -129,13 +156,51 @@ Status check_names(const std::vector<NamedParameter>& params) {
     if (p.value == nullptr) {
       return error(StatusCode::invalid_argument, "parameter '" + p.name + "' has no tensor");
     }
+    if (p.part) SPW_TRY(check_part(p));
   }
   return Status::success();
 }
 
-Status check_names(const std::vector<CheckpointTensorSpec>& specs) {
+// Specs of one name are one dataset: either a single whole tensor, or parts of one shape
+// whose rows fill the dataset exactly once.
+Status check_specs(const std::vector<CheckpointTensorSpec>& specs) {
+  std::map<std::string, std::vector<const CheckpointTensorSpec*>> by_name;
+  for (const CheckpointTensorSpec& spec : specs) by_name[spec.name].push_back(&spec);
   std::unordered_set<std::string> seen;
-  for (const CheckpointTensorSpec& spec : specs) SPW_TRY(check_name(spec.name, seen));
+  for (const auto& [name, group] : by_name) {
+    SPW_TRY(check_name(name, seen));
+    if (group.size() == 1 && group.front()->rows.empty()) continue;
+    std::vector<RowRange> rows;
+    for (const CheckpointTensorSpec* spec : group) {
+      if (spec->rows.empty()) {
+        return error(StatusCode::invalid_argument, "parameter '" + name + "' is listed twice");
+      }
+      if (spec->shape != group.front()->shape || spec->shape.empty()) {
+        return error(StatusCode::invalid_argument,
+                     "the parts of checkpoint dataset '" + name + "' disagree on its shape");
+      }
+      rows.insert(rows.end(), spec->rows.begin(), spec->rows.end());
+    }
+    std::sort(rows.begin(), rows.end(),
+              [](const RowRange& a, const RowRange& b) { return a.begin < b.begin; });
+    std::int64_t next = 0;
+    for (const RowRange& r : rows) {
+      if (r.begin != next) {
+        const bool overlap = r.begin < next;
+        return error(StatusCode::invalid_argument,
+                     "checkpoint dataset '" + name + "': rows " +
+                         (overlap ? rows_text(r.begin, std::min(next, r.end)) +
+                                        " are held by two parameters"
+                                  : rows_text(next, r.begin) + " are held by no parameter"));
+      }
+      next = r.end;
+    }
+    if (next != group.front()->shape[0]) {
+      return error(StatusCode::invalid_argument,
+                   "checkpoint dataset '" + name + "': rows " +
+                       rows_text(next, group.front()->shape[0]) + " are held by no parameter");
+    }
+  }
   return Status::success();
 }
 
@@ -155,11 +220,12 @@ static_assert(std::endian::native == std::endian::little,
 
 struct Layout {
   Hid dataset_create;  // contiguous, allocated at creation, never filled
-  std::vector<std::int64_t> offsets;  // per dataset in creation order; -1 when it has no bytes
+  std::vector<std::int64_t> offsets;  // per spec in outline order; -1 when it has no bytes
 };
 
-Status create_dataset(hid_t loc, const std::string& name, const std::string& label,
-                      const std::vector<std::int64_t>& shape, Layout& layout) {
+// The dataset's byte offset in the file, -1 when it has no bytes.
+Result<std::int64_t> create_dataset(hid_t loc, const std::string& name, const std::string& label,
+                                    const std::vector<std::int64_t>& shape, Layout& layout) {
   std::vector<hsize_t> dims(shape.begin(), shape.end());
   const int rank = static_cast<int>(dims.size());
   // A PyTorch scalar (shape ()) is an HDF5 scalar dataspace, which h5py reads as shape ().
@@ -178,8 +244,7 @@ Status create_dataset(hid_t loc, const std::string& name, const std::string& lab
     if (address == HADDR_UNDEF) return hdf5_error("placing dataset '" + label + "'");
     offset = static_cast<std::int64_t>(address);
   }
-  layout.offsets.push_back(offset);
-  return Status::success();
+  return offset;
 }
 
 Status write_attribute(hid_t loc, const char* name, hid_t file_type, hid_t memory_type,
@@ -228,13 +293,21 @@ Status lay_out_optimizer(hid_t file, const CheckpointOutline& outline, Layout& l
   SPW_TRY(write_double(group.get(), "beta2", s.beta2));
   SPW_TRY(write_double(group.get(), "eps", s.eps));
   SPW_TRY(write_double(group.get(), "weight_decay", s.weight_decay));
+  std::map<std::string, std::vector<std::int64_t>> created;  // the parts of a dataset share it
   for (const CheckpointTensorSpec& p : outline.optimizer_parameters) {
-    SPW_ASSIGN_OR_RETURN(Hid sub, create_group(group.get(), p.name));
-    for (const std::string& state : outline.state_names) {
-      SPW_TRY(create_dataset(sub.get(), state,
-                             std::string(kOptimizerGroup) + "/" + p.name + "/" + state, p.shape,
-                             layout));
+    auto [at, first] = created.try_emplace(p.name);
+    if (first) {
+      SPW_ASSIGN_OR_RETURN(Hid sub, create_group(group.get(), p.name));
+      for (const std::string& state : outline.state_names) {
+        SPW_ASSIGN_OR_RETURN(
+            const std::int64_t offset,
+            create_dataset(sub.get(), state,
+                           std::string(kOptimizerGroup) + "/" + p.name + "/" + state, p.shape,
+                           layout));
+        at->second.push_back(offset);
+      }
     }
+    layout.offsets.insert(layout.offsets.end(), at->second.begin(), at->second.end());
   }
   return Status::success();
 }
@@ -262,8 +335,13 @@ Result<std::vector<std::int64_t>> lay_out(const std::string& image_path,
   }
   Hid file(H5Fcreate(image_path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
   if (!file.valid()) return hdf5_error("creating the HDF5 layout in " + image_path);
+  std::map<std::string, std::int64_t> created;  // the parts of a dataset share it
   for (const CheckpointTensorSpec& p : outline.parameters) {
-    SPW_TRY(create_dataset(file.get(), p.name, p.name, p.shape, layout));
+    auto [at, first] = created.try_emplace(p.name, -1);
+    if (first) {
+      SPW_ASSIGN_OR_RETURN(at->second, create_dataset(file.get(), p.name, p.name, p.shape, layout));
+    }
+    layout.offsets.push_back(at->second);
   }
   if (outline.has_optimizer) SPW_TRY(lay_out_optimizer(file.get(), outline, layout));
   SPW_TRY(lay_out_meta(file.get(), outline.meta));
@@ -355,6 +433,7 @@ class StagingFile {
   const std::string& path() const { return path_; }
 
  private:
+
   int fd_ = -1;
   std::string path_;
 };
@@ -388,6 +467,7 @@ struct PendingRead {
   Hid dataset;
   Tensor* target;
   std::string label;
+  std::vector<RowRange> rows;  // of the dataset, into the target in order; empty: all of it
 };
 
 std::string shape_text(const std::vector<hsize_t>& dims) {
@@ -448,8 +528,10 @@ class Reader {
     return group;
   }
 
-  // Checks that `name` under `loc` is a float32 dataset shaped like `target`, and queues it.
-  Status expect(hid_t loc, const std::string& name, const std::string& label, Tensor* target) {
+  // Checks that `name` under `loc` is a float32 dataset shaped like `target` (or, for a part,
+  // like the whole tensor), and queues it.
+  Status expect(hid_t loc, const std::string& name, const std::string& label, Tensor* target,
+                const TensorPart* part = nullptr) {
     SPW_ASSIGN_OR_RETURN(const bool exists, has_link(loc, name));
     if (!exists) {
       return error(StatusCode::not_found,
@@ -481,17 +563,20 @@ class Reader {
         (rank > 0 && H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) < 0)) {
       return hdf5_error("checkpoint " + path_ + ": reading the shape of '" + label + "'");
     }
-    const Shape& expected = target->shape();
-    bool same = rank == expected.rank();
-    for (int i = 0; same && i < rank; ++i) {
-      same = dims[static_cast<std::size_t>(i)] == static_cast<hsize_t>(expected[i]);
+    std::vector<hsize_t> expected;
+    if (part != nullptr) {
+      expected.assign(part->whole_shape.begin(), part->whole_shape.end());
+    } else {
+      for (int i = 0; i < target->shape().rank(); ++i) expected.push_back(target->shape()[i]);
     }
-    if (!same) {
-      return error(StatusCode::shape_mismatch,
-                   "checkpoint " + path_ + ": dataset '" + label + "' has shape " +
-                       shape_text(dims) + " but the model expects " + expected.to_string());
+    if (dims != expected) {
+      return error(StatusCode::shape_mismatch, "checkpoint " + path_ + ": dataset '" + label +
+                                                   "' has shape " + shape_text(dims) +
+                                                   " but the model expects " +
+                                                   shape_text(expected));
     }
-    pending_.push_back({std::move(dataset), target, label});
+    pending_.push_back(
+        {std::move(dataset), target, label, part ? part->rows : std::vector<RowRange>{}});
     return Status::success();
   }
 
@@ -499,7 +584,11 @@ class Reader {
   Status read_all() {
     for (PendingRead& read : pending_) {
       if (read.target->numel() == 0) continue;
-      if (H5Dread(read.dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+      Hid file_space, memory_space;
+      if (!read.rows.empty()) SPW_TRY(select_rows(read, file_space, memory_space));
+      if (H5Dread(read.dataset.get(), H5T_NATIVE_FLOAT,
+                  memory_space.valid() ? memory_space.get() : H5S_ALL,
+                  file_space.valid() ? file_space.get() : H5S_ALL, H5P_DEFAULT,
                   read.target->data()) < 0) {
         return hdf5_error("checkpoint " + path_ + ": reading dataset '" + read.label + "'");
       }
@@ -574,14 +663,52 @@ class Reader {
   const std::string& path() const { return path_; }
 
  private:
+  // The part's rows of the dataset, read in file order (ascending rows) into the whole target.
+  Status select_rows(const PendingRead& read, Hid& file_space, Hid& memory_space) {
+    file_space = Hid(H5Dget_space(read.dataset.get()), H5Sclose);
+    const int rank = file_space.valid() ? H5Sget_simple_extent_ndims(file_space.get()) : -1;
+    std::vector<hsize_t> dims(rank > 0 ? static_cast<std::size_t>(rank) : 0);
+    if (rank < 1 || H5Sget_simple_extent_dims(file_space.get(), dims.data(), nullptr) < 0) {
+      return hdf5_error("checkpoint " + path_ + ": selecting rows of '" + read.label + "'");
+    }
+    std::vector<hsize_t> start(dims.size(), 0), count = dims;
+    bool first = true;
+    for (const RowRange& r : read.rows) {
+      start[0] = static_cast<hsize_t>(r.begin);
+      count[0] = static_cast<hsize_t>(r.end - r.begin);
+      if (H5Sselect_hyperslab(file_space.get(), first ? H5S_SELECT_SET : H5S_SELECT_OR,
+                              start.data(), nullptr, count.data(), nullptr) < 0) {
+        return hdf5_error("checkpoint " + path_ + ": selecting rows of '" + read.label + "'");
+      }
+      first = false;
+    }
+    std::vector<hsize_t> target_dims;
+    for (int i = 0; i < read.target->shape().rank(); ++i) {
+      target_dims.push_back(static_cast<hsize_t>(read.target->shape()[i]));
+    }
+    memory_space = Hid(H5Screate_simple(static_cast<int>(target_dims.size()), target_dims.data(),
+                                        nullptr),
+                       H5Sclose);
+    if (!memory_space.valid()) {
+      return hdf5_error("checkpoint " + path_ + ": selecting rows of '" + read.label + "'");
+    }
+    return Status::success();
+  }
+
   std::string path_;
   Hid file_;
   std::vector<PendingRead> pending_;  // declared after file_: closed before it
 };
 
+// The dataset a parameter is stored in: its own, or the whole tensor it is a part of.
+const std::string& dataset_name(const NamedParameter& p) {
+  return p.part ? p.part->whole : p.name;
+}
+
 Status expect_parameters(Reader& reader, const std::vector<NamedParameter>& params) {
   for (const NamedParameter& p : params) {
-    SPW_TRY(reader.expect(reader.file(), p.name, p.name, p.value));
+    SPW_TRY(reader.expect(reader.file(), dataset_name(p), dataset_name(p), p.value,
+                          p.part ? &*p.part : nullptr));
   }
   return Status::success();
 }
@@ -610,7 +737,8 @@ Result<std::int64_t> expect_optimizer(Reader& reader, Optimizer& optimizer) {
   }
   const auto& names = optimizer.state_names();
   for (std::size_t i = 0; i < optimizer.parameters().size() && !names.empty(); ++i) {
-    const std::string& name = optimizer.parameters()[i].name;
+    const NamedParameter& parameter = optimizer.parameters()[i];
+    const std::string& name = dataset_name(parameter);
     const std::string prefix = std::string(kOptimizerGroup) + "/" + name;
     SPW_ASSIGN_OR_RETURN(const bool has_state, reader.has_link(group.get(), name));
     if (!has_state) {
@@ -620,7 +748,8 @@ Result<std::int64_t> expect_optimizer(Reader& reader, Optimizer& optimizer) {
     SPW_ASSIGN_OR_RETURN(Hid sub, reader.open_group(group.get(), name, prefix));
     for (std::size_t slot = 0; slot < names.size(); ++slot) {
       SPW_TRY(reader.expect(sub.get(), names[slot], prefix + "/" + names[slot],
-                            &optimizer.state(i, slot)));
+                            &optimizer.state(i, slot),
+                            parameter.part ? &*parameter.part : nullptr));
     }
   }
   return step;
@@ -654,22 +783,43 @@ std::vector<std::int64_t> dims_of(const Shape& shape) {
   return dims;
 }
 
+CheckpointTensorSpec spec_of(const NamedParameter& p) {
+  if (p.part) return {p.part->whole, p.part->whole_shape, p.part->rows};
+  return {p.name, p.value != nullptr ? dims_of(p.value->shape()) : std::vector<std::int64_t>{},
+          {}};
+}
+
+// Where `tensor`'s bytes go when its dataset starts at `offset`: all at once, or a part's
+// row ranges each at its rows' place.
+void add_regions(std::vector<CheckpointRegion>& regions, std::int64_t offset,
+                 const Tensor* tensor, const std::optional<TensorPart>& part) {
+  if (offset < 0 || tensor->numel() == 0) return;
+  if (!part) {
+    regions.push_back({offset, tensor, 0, static_cast<std::int64_t>(tensor->bytes())});
+    return;
+  }
+  const std::int64_t row_bytes = static_cast<std::int64_t>(tensor->bytes()) / tensor->shape()[0];
+  std::int64_t taken = 0;
+  for (const RowRange& r : part->rows) {
+    const std::int64_t bytes = (r.end - r.begin) * row_bytes;
+    regions.push_back({offset + r.begin * row_bytes, tensor, taken, bytes});
+    taken += bytes;
+  }
+}
+
 }  // namespace
 
 CheckpointOutline checkpoint_outline(const std::vector<NamedParameter>& params,
                                      const Optimizer* optimizer, const CheckpointMeta& meta) {
   CheckpointOutline outline;
-  for (const NamedParameter& p : params) {
-    outline.parameters.push_back({p.name, p.value != nullptr ? dims_of(p.value->shape())
-                                                          : std::vector<std::int64_t>{}});
-  }
+  for (const NamedParameter& p : params) outline.parameters.push_back(spec_of(p));
   if (optimizer != nullptr) {
     outline.has_optimizer = true;
     outline.optimizer_settings = optimizer->settings();
     outline.optimizer_step = optimizer->step_count();
     outline.state_names = optimizer->state_names();
     for (const NamedParameter& p : optimizer->parameters()) {
-      outline.optimizer_parameters.push_back({p.name, dims_of(p.value->shape())});
+      outline.optimizer_parameters.push_back(spec_of(p));
     }
   }
   outline.meta = meta;
@@ -680,7 +830,11 @@ Result<std::vector<CheckpointRegion>> checkpoint_regions(const std::vector<Named
                                                          const Optimizer* optimizer,
                                                          const std::vector<std::int64_t>& offsets) {
   std::vector<const Tensor*> tensors;
-  for (const NamedParameter& p : params) tensors.push_back(p.value);
+  std::vector<const std::optional<TensorPart>*> parts;
+  for (const NamedParameter& p : params) {
+    tensors.push_back(p.value);
+    parts.push_back(&p.part);
+  }
   if (optimizer != nullptr) {
     for (std::size_t i = 0; i < optimizer->parameters().size(); ++i) {
       for (std::size_t slot = 0; slot < optimizer->state_names().size(); ++slot) {
@@ -691,6 +845,7 @@ Result<std::vector<CheckpointRegion>> checkpoint_regions(const std::vector<Named
                                                  "' is not shaped like its parameter");
         }
         tensors.push_back(&optimizer->state(i, slot));
+        parts.push_back(&optimizer->parameters()[i].part);
       }
     }
   }
@@ -701,15 +856,15 @@ Result<std::vector<CheckpointRegion>> checkpoint_regions(const std::vector<Named
   }
   std::vector<CheckpointRegion> regions;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
-    if (offsets[i] >= 0 && tensors[i]->numel() > 0) regions.push_back({offsets[i], tensors[i]});
+    add_regions(regions, offsets[i], tensors[i], *parts[i]);
   }
   return regions;
 }
 
 Result<std::vector<std::int64_t>> create_checkpoint_skeleton(const std::string& temporary,
                                                              const CheckpointOutline& outline) {
-  SPW_TRY(check_names(outline.parameters));
-  SPW_TRY(check_names(outline.optimizer_parameters));
+  SPW_TRY(check_specs(outline.parameters));
+  SPW_TRY(check_specs(outline.optimizer_parameters));
   const QuietHdf5 quiet;
   StagingFile staging;
   SPW_TRY(staging.create());
@@ -727,8 +882,10 @@ Status write_checkpoint_tensors(const std::string& temporary,
   Fd out(::open(temporary.c_str(), O_WRONLY | O_CLOEXEC));
   if (!out.valid()) return errno_error("opening " + temporary);
   for (const CheckpointRegion& region : regions) {
-    SPW_TRY(write_all(out.get(), region.tensor->data(), region.tensor->bytes(),
-                      static_cast<off_t>(region.offset), temporary));
+    SPW_TRY(write_all(out.get(),
+                      reinterpret_cast<const char*>(region.tensor->data()) + region.tensor_offset,
+                      static_cast<std::size_t>(region.bytes), static_cast<off_t>(region.offset),
+                      temporary));
   }
   // Without fsync a crash after the rename could leave a complete-looking name over
   // missing data.

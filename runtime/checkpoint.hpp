@@ -25,6 +25,12 @@
 // different processes: a pipeline checkpoint is laid out by one rank and filled by each
 // rank with its own tensors (runtime/pipeline_checkpoint.hpp).
 //
+// A parameter that holds some rows of a bigger tensor (NamedParameter::part: a layer split
+// across two blocks) is stored as those rows of the whole tensor's dataset, and its
+// optimizer state as the same rows of the whole tensor's state, so a checkpoint does not
+// depend on how (or whether) a layer was split: a split model loads an unsplit one's, and
+// the other way round. Saving needs every row of such a dataset held by some part.
+//
 // Loads check every dataset (present, float32, the expected shape) before writing into any
 // tensor, so a checkpoint that does not fit the model changes nothing; only an I/O error in
 // the middle of reading data that passed those checks can leave tensors partly loaded.
@@ -101,6 +107,9 @@ class CheckpointLoad {
 struct CheckpointTensorSpec {
   std::string name;                 // state_dict key
   std::vector<std::int64_t> shape;  // PyTorch's; empty for a scalar
+  // Empty: the tensor is the whole dataset. Otherwise it is these rows of the dataset,
+  // which other specs of the same name and shape fill up (NamedParameter::part).
+  std::vector<RowRange> rows;
 };
 
 // Everything a checkpoint holds but tensor bytes.
@@ -119,19 +128,24 @@ CheckpointOutline checkpoint_outline(const std::vector<NamedParameter>& params,
                                      const Optimizer* optimizer, const CheckpointMeta& meta);
 
 // Creates `temporary` with the outline's whole HDF5 structure and holes where tensor bytes
-// go. Returns each tensor's byte offset, parameters first, then each optimizer parameter's
-// states in state_names order; -1 for a tensor without elements. Leaves no file on failure.
+// go. Returns each spec's dataset's byte offset, parameters first, then each optimizer
+// parameter's states in state_names order; -1 for a dataset without elements. Specs that are
+// rows of one dataset share it and its offset; invalid_argument naming the dataset when
+// they disagree on its shape, overlap or leave rows out. Leaves no file on failure.
 Result<std::vector<std::int64_t>> create_checkpoint_skeleton(const std::string& temporary,
                                                              const CheckpointOutline& outline);
 
+// Bytes [tensor_offset, tensor_offset + bytes) of `tensor` go to file offset `offset`.
 struct CheckpointRegion {
   std::int64_t offset;
   const Tensor* tensor;
+  std::int64_t tensor_offset = 0;
+  std::int64_t bytes = 0;
 };
 
 // Pairs the tensors checkpoint_outline(params, optimizer, ...) describes with `offsets`, that
-// outline's offsets in create_checkpoint_skeleton's order; tensors without elements are left
-// out.
+// outline's offsets in create_checkpoint_skeleton's order (a part of a dataset gives one
+// region per row range); tensors without elements are left out.
 Result<std::vector<CheckpointRegion>> checkpoint_regions(const std::vector<NamedParameter>& params,
                                                          const Optimizer* optimizer,
                                                          const std::vector<std::int64_t>& offsets);

@@ -12,9 +12,11 @@ thread_local bool gradients_wanted = true;
 WithoutGradients::WithoutGradients() : previous_(gradients_wanted) { gradients_wanted = false; }
 WithoutGradients::~WithoutGradients() { gradients_wanted = previous_; }
 
-Result<std::size_t> ParameterStore::add(std::string name, const Shape& shape) {
+Result<std::size_t> ParameterStore::add(std::string name, const Shape& shape,
+                                        std::optional<TensorPart> part) {
   auto entry = std::make_unique<Entry>();
   entry->name = std::move(name);
+  entry->part = std::move(part);
   SPW_ASSIGN_OR_RETURN(entry->value, Tensor::zeros(shape, MemoryCategory::parameters));
   if (gradients_wanted) {
     SPW_ASSIGN_OR_RETURN(entry->grad, Tensor::zeros(shape, MemoryCategory::gradients));
@@ -26,7 +28,7 @@ Result<std::size_t> ParameterStore::add(std::string name, const Shape& shape) {
 std::vector<NamedParameter> ParameterStore::named() {
   std::vector<NamedParameter> list;
   list.reserve(entries_.size());
-  for (auto& e : entries_) list.push_back(NamedParameter{e->name, &e->value, &e->grad});
+  for (auto& e : entries_) list.push_back(NamedParameter{e->name, &e->value, &e->grad, e->part});
   return list;
 }
 

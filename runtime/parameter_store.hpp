@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,8 +17,10 @@ namespace spw {
 class ParameterStore {
  public:
   // Adds a zero parameter and its zero gradient (no gradient inside a WithoutGradients
-  // scope); returns its index.
-  Result<std::size_t> add(std::string name, const Shape& shape);
+  // scope); returns its index. `part`: the parameter is those rows of a bigger tensor
+  // (parameters.hpp).
+  Result<std::size_t> add(std::string name, const Shape& shape,
+                          std::optional<TensorPart> part = std::nullopt);
 
   Tensor& value(std::size_t i) { return entries_[i]->value; }
   Tensor& grad(std::size_t i) { return entries_[i]->grad; }
@@ -30,6 +33,7 @@ class ParameterStore {
     std::string name;
     Tensor value;
     Tensor grad;
+    std::optional<TensorPart> part;
   };
   std::vector<std::unique_ptr<Entry>> entries_;
 };

@@ -28,6 +28,11 @@ void put_specs(std::vector<char>& out, const std::vector<CheckpointTensorSpec>& 
     out.insert(out.end(), spec.name.begin(), spec.name.end());
     put_int(out, static_cast<std::int64_t>(spec.shape.size()));
     for (const std::int64_t d : spec.shape) put_int(out, d);
+    put_int(out, static_cast<std::int64_t>(spec.rows.size()));
+    for (const RowRange& r : spec.rows) {
+      put_int(out, r.begin);
+      put_int(out, r.end);
+    }
   }
 }
 
@@ -57,6 +62,12 @@ class SpecReader {
       spec.shape.resize(static_cast<std::size_t>(rank));
       for (std::int64_t& d : spec.shape) {
         if (!get_int(d)) return false;
+      }
+      std::int64_t ranges = 0;
+      if (!get_int(ranges) || ranges < 0) return false;
+      spec.rows.resize(static_cast<std::size_t>(ranges));
+      for (RowRange& r : spec.rows) {
+        if (!get_int(r.begin) || !get_int(r.end)) return false;
       }
       specs.push_back(std::move(spec));
     }

@@ -2,7 +2,8 @@
 // so a pipeline run can resume from a single-rank checkpoint and the other way round, on any
 // number of ranks and any stage split, since every tensor is found by its state_dict name.
 //
-// Saving never brings the model to one rank. World rank 0 gathers names and shapes only,
+// Saving never brings the model to one rank. World rank 0 gathers names and shapes only
+// (with the rows of a bigger tensor each part holds, runtime/checkpoint.hpp),
 // lays the whole file out and creates "<path>.tmp.<pid of rank 0>"; each rank of replica 0
 // then writes its own parameters and optimizer state into that file where the layout put
 // them, and rank 0 renames it into place once every rank has flushed. Replicas hold the same

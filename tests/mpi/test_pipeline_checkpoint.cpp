@@ -2,7 +2,7 @@
 // is bit-identical to 6 straight steps; the file is a single-rank checkpoint, so the trainer
 // resumes from it and the pipeline resumes from the trainer's; a checkpoint of another model
 // and an unwritable path fail alike on every rank, changing nothing and leaving no file; a
-// layer split across the stage boundary resumes too, and only into the same split.
+// layer split across the stage boundary resumes too, into the same split, another or none.
 // Each configuration runs on the first P·R ranks of the world; rank 0 compares.
 #include <gtest/gtest.h>
 #include <hdf5.h>
@@ -408,10 +408,28 @@ TEST_F(PipelineCheckpoint, MissingLayersNameTheDatasetOnEveryRank) {
                  "rank 1: checkpoint " + path("six-layers.h5") + " has no dataset 'blocks.6.");
 }
 
+// A split layer's qkv weight as the unsplit layer holds it: plane by plane (Q, K, V), the
+// front's rows and then the back's.
+std::vector<float> joined_qkv(const Weights& weights, int layer, std::size_t d) {
+  const std::string p = "blocks." + std::to_string(layer) + ".attn.";
+  const std::vector<float>& front = weights.at(p + "qkv_front.weight");
+  const std::vector<float>& back = weights.at(p + "qkv_back.weight");
+  std::vector<float> whole;
+  for (std::size_t plane = 0; plane < 3; ++plane) {
+    const std::size_t f = front.size() / 3, b = back.size() / 3;
+    whole.insert(whole.end(), front.begin() + plane * f, front.begin() + (plane + 1) * f);
+    whole.insert(whole.end(), back.begin() + plane * b, back.begin() + (plane + 1) * b);
+  }
+  EXPECT_EQ(whole.size(), 3 * d * d);
+  return whole;
+}
+
 // Layer 2 split after its first head with the stage boundary between its two blocks
-// (model.split_layers; blocks 0-3 | 4-8): the split's parameters round-trip like any
-// others, and a model without the split is refused by name.
-TEST_F(PipelineCheckpoint, ALayerSplitAcrossTheBoundaryResumesAndOnlyIntoTheSameSplit) {
+// (model.split_layers; blocks 0-3 | 4-8): each rank writes its part of the layer's qkv
+// tensors into the unsplit layer's datasets, so the file is laid out as the unsplit model's;
+// a resume with the same split is bit-identical, and the unsplit model or another split
+// resumes from it with every tensor in place.
+TEST_F(PipelineCheckpoint, ALayerSplitAcrossTheBoundaryResumesIntoAnySplit) {
   const Layout l{"zb-h1", 2, 1};
   if (l.ranks() > world_size()) return;
   TrainSettings split = checkpoint_gpt(4);
@@ -420,18 +438,51 @@ TEST_F(PipelineCheckpoint, ALayerSplitAcrossTheBoundaryResumesAndOnlyIntoTheSame
   const Outcome straight = pipeline(split, l, "", 6);
   const Outcome first = pipeline(split, l, "", 3, file);
   const Outcome resumed = pipeline(split, l, file, 3);
+  const Outcome unsplit_file = pipeline(checkpoint_gpt(4), l, "", 0, path("unsplit.h5"));
   if (world_rank() == 0) {
     ASSERT_TRUE(straight.status.ok()) << straight.status.message();
     ASSERT_TRUE(first.status.ok()) << first.status.message();
     ASSERT_TRUE(resumed.status.ok()) << resumed.status.message();
+    ASSERT_TRUE(unsplit_file.status.ok()) << unsplit_file.status.message();
     ASSERT_TRUE(straight.weights.count("blocks.2.attn.qkv_front.weight"));
     std::vector<double> both = first.loss;
     both.insert(both.end(), resumed.loss.begin(), resumed.loss.end());
     EXPECT_EQ(both, straight.loss);
     EXPECT_EQ(differences(resumed.weights, straight.weights), "");
+    EXPECT_EQ(objects_in(file), objects_in(path("unsplit.h5")));
   }
-  expect_refused(split, checkpoint_gpt(4), path("split-refused.h5"),
-                 "has no dataset 'blocks.2.attn.qkv.weight'");
+  const std::size_t d = static_cast<std::size_t>(split.model.gpt.d_model);
+  TrainSettings unsplit = checkpoint_gpt(4), elsewhere = checkpoint_gpt(4);
+  elsewhere.model.splits = {{4, 1}};
+  for (const TrainSettings& other : {unsplit, elsewhere}) {
+    const std::string which = other.model.splits.empty() ? "unsplit" : "layer 4 split";
+    const Outcome loaded = pipeline(other, l, file, 0);
+    const Outcome trained_on = pipeline(other, l, file, 3);
+    if (world_rank() != 0) continue;
+    ASSERT_TRUE(loaded.status.ok()) << which << ": " << loaded.status.message();
+    ASSERT_TRUE(trained_on.status.ok()) << which << ": " << trained_on.status.message();
+    EXPECT_EQ(loaded.steps_done, 3) << which;
+    EXPECT_EQ(loaded.weights.at("blocks.2.attn.qkv.weight"), joined_qkv(first.weights, 2, d))
+        << which;
+    if (!other.model.splits.empty()) {
+      EXPECT_EQ(joined_qkv(loaded.weights, 4, d), first.weights.at("blocks.4.attn.qkv.weight"));
+    }
+    std::size_t alike = 0;
+    for (const auto& [name, values] : loaded.weights) {
+      if (!first.weights.count(name)) continue;
+      EXPECT_EQ(values, first.weights.at(name)) << which << " " << name;
+      ++alike;
+    }
+    // All but the qkv weights and biases of the layers one of the two models splits: layer
+    // 2's whole, and with layer 4 split its front's and back's.
+    EXPECT_EQ(alike, loaded.weights.size() - (other.model.splits.empty() ? 2 : 6)) << which;
+    // The same sums in other groupings: the same losses within rounding.
+    ASSERT_EQ(trained_on.loss.size(), resumed.loss.size());
+    for (std::size_t i = 0; i < resumed.loss.size(); ++i) {
+      EXPECT_NEAR(trained_on.loss[i], resumed.loss[i], 1e-5 * resumed.loss[i])
+          << which << " step " << i + 4;
+    }
+  }
 }
 
 TEST_F(PipelineCheckpoint, AMissingDirectoryIsNamedOnEveryRankAndLeavesNoFile) {
