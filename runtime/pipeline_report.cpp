@@ -361,6 +361,16 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
   } else {
     predicted = {{"error", simulation.status().message()}};
   }
+  // The same costs over free links: what the stages' own costs (their imbalance) add to a
+  // closed form, apart from what the transfers add.
+  sched::CostModel free_links = costs;
+  free_links.link = {};
+  free_links.links.clear();
+  auto free_simulation = sched::simulate(executor.schedule(), free_links);
+  if (free_simulation.ok()) {
+    predicted["free_links"] = {{"iteration_seconds", free_simulation->iteration_s},
+                               {"bubble_fraction", free_simulation->bubble_fraction}};
+  }
   predicted["links"] = {
       {"pipeline", {{"bandwidth_bytes_per_second", link.bandwidth_bytes_per_s},
                     {"latency_seconds", link.latency_s}}},

@@ -123,6 +123,18 @@ def measured_fbw(report):
     return mean("forward_seconds"), mean("backward_input_seconds"), mean("backward_weight_seconds")
 
 
+def bubble_steps(row):
+    """From the closed form at the measured F, B, W to the measured bubble in three steps, in
+    bubble fractions: what the stages' own costs add (the simulator over free links), what the
+    transfers add (the simulator over the measured links) and what is left (the run). None
+    for a step whose prediction is missing (reports written before free_links)."""
+    start = row["closed_form_bubble_measured_fbw"]
+    free = row.get("predicted_free_links_bubble")
+    stages = None if free is None else free - start
+    links = None if free is None else row["predicted_bubble"] - free
+    return stages, links, row["bubble"] - row["predicted_bubble"]
+
+
 # How far the slowest rank's busy time in a step is above the ranks' mean.
 PACE_BANDS = [(0.0, 0.01, "< 1%"), (0.01, 0.03, "1-3%"), (0.03, float("inf"), ">= 3%")]
 
@@ -170,6 +182,9 @@ def main():
             "bubble": statistics.median(x["bubble_fraction"] for x in measured),
             "predicted_iteration_s": statistics.median(x["iteration_seconds"] for x in predicted),
             "predicted_bubble": statistics.median(x["bubble_fraction"] for x in predicted),
+            "predicted_free_links_bubble": statistics.median(
+                x["free_links"]["bubble_fraction"] for x in predicted)
+            if all("free_links" in x for x in predicted) else None,
             "closed_form_bubble": closed_form(schedule, P, m, v),
             "closed_form_bubble_measured_fbw": statistics.median(
                 closed_form(schedule, P, m, v, *measured_fbw(r)) for r in runs),
@@ -220,6 +235,14 @@ def main():
             cells.append(f"{100 * row['excess_at_own_paces']:+.1f} pts ({100 * low:+.1f} to "
                          f"{100 * high:+.1f}; {row['steps_at_own_paces']})")
         print(f"| {row['schedule']} | {row['m']} | " + " | ".join(cells) + " |")
+    print()
+    print("| schedule | m | closed form, measured F B W | + the stages' own costs (simulator, "
+          "free links) | + the links (simulator) | + the rest (measured) |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for row in rows:
+        cells = [f"{100 * x:+.1f} pts" if x is not None else "none" for x in bubble_steps(row)]
+        print(f"| {row['schedule']} | {row['m']} | "
+              f"{100 * row['closed_form_bubble_measured_fbw']:.1f}% | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

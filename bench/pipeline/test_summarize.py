@@ -35,6 +35,25 @@ class ClosedForms(unittest.TestCase):
         self.assertAlmostEqual(summarize.closed_form("zb-h1", 2, 4, 1, 2.0, 1.0, 1.5), 2 / 20)
 
 
+class BubbleSteps(unittest.TestCase):
+    def test_the_three_steps_add_up_from_the_closed_form_to_the_measured_bubble(self):
+        row = {"closed_form_bubble_measured_fbw": 0.025, "predicted_free_links_bubble": 0.029,
+               "predicted_bubble": 0.031, "bubble": 0.034}
+        stages, links, rest = summarize.bubble_steps(row)
+        self.assertAlmostEqual(stages, 0.004)
+        self.assertAlmostEqual(links, 0.002)
+        self.assertAlmostEqual(rest, 0.003)
+        self.assertAlmostEqual(0.025 + stages + links + rest, row["bubble"])
+
+    def test_reports_without_a_free_links_prediction_leave_those_steps_out(self):
+        row = {"closed_form_bubble_measured_fbw": 0.025, "predicted_free_links_bubble": None,
+               "predicted_bubble": 0.031, "bubble": 0.034}
+        stages, links, rest = summarize.bubble_steps(row)
+        self.assertIsNone(stages)
+        self.assertIsNone(links)
+        self.assertAlmostEqual(rest, 0.003)
+
+
 class FloorAnySchedule(unittest.TestCase):
     def test_equal_stages_leave_only_the_first_forward(self):
         # Rank 1 starts after one F (1 s) and then works 4 (1 + 1 + 1) = 12 s.

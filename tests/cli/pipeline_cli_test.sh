@@ -45,6 +45,10 @@ ok = (r["ranks"] == 2 and len(r["loss"]) == 5 and len(ranks) == 2
       and 0 <= p["measured"]["bubble_fraction"] < 1
       and 0 < p["predicted"]["bubble_fraction"] < 1
       and p["predicted"]["iteration_seconds"] > 0
+      # free links can only shorten the simulated iteration
+      and 0 < p["predicted"]["free_links"]["iteration_seconds"]
+          <= p["predicted"]["iteration_seconds"]
+      and 0 <= p["predicted"]["free_links"]["bubble_fraction"] < 1
       and p["layout"]["stages"] == [[0, 1], [2, 3]]
       and len(r["nodes"]) == 1 and r["nodes"][0]["ranks"] == [0, 1] and r["nodes"][0]["cores"] > 0)
 sys.exit(0 if ok else 1)
