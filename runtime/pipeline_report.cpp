@@ -361,8 +361,9 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
   } else {
     predicted = {{"error", simulation.status().message()}};
   }
-  // The same costs over free links: what the stages' own costs (their imbalance) add to a
-  // closed form, apart from what the transfers add.
+  // The same costs with free links between stages (a replica all-reduce keeps its price):
+  // what the stages' own costs (their imbalance) add to a closed form, apart from what the
+  // transfers add.
   sched::CostModel free_links = costs;
   free_links.link = {};
   free_links.links.clear();
