@@ -428,17 +428,17 @@ std::vector<float> joined_qkv(const Weights& weights, int layer, std::size_t d) 
 // (model.split_layers; blocks 0-3 | 4-8): each rank writes its part of the layer's qkv
 // tensors into the unsplit layer's datasets, so the file is laid out as the unsplit model's;
 // a resume with the same split is bit-identical, and the unsplit model or another split
-// resumes from it with every tensor in place.
-TEST_F(PipelineCheckpoint, ALayerSplitAcrossTheBoundaryResumesIntoAnySplit) {
-  const Layout l{"zb-h1", 2, 1};
-  if (l.ranks() > world_size()) return;
-  TrainSettings split = checkpoint_gpt(4);
+// resumes from it with every tensor in place. With ZB-H1, and on 4 ranks also with replicas
+// (replica 0 writes) and under PipeFB (the backward ranks write).
+void expect_split_resumes_into_any_split(const Layout& l, const std::string& dir) {
+  SCOPED_TRACE(l.describe());
+  TrainSettings split = checkpoint_gpt(4 * l.R);
   split.model.splits = {{2, 1}};
-  const std::string file = path("split.h5");
+  const std::string file = dir + "/split.h5";
   const Outcome straight = pipeline(split, l, "", 6);
   const Outcome first = pipeline(split, l, "", 3, file);
   const Outcome resumed = pipeline(split, l, file, 3);
-  const Outcome unsplit_file = pipeline(checkpoint_gpt(4), l, "", 0, path("unsplit.h5"));
+  const Outcome unsplit_file = pipeline(checkpoint_gpt(4 * l.R), l, "", 0, dir + "/unsplit.h5");
   if (world_rank() == 0) {
     ASSERT_TRUE(straight.status.ok()) << straight.status.message();
     ASSERT_TRUE(first.status.ok()) << first.status.message();
@@ -449,10 +449,10 @@ TEST_F(PipelineCheckpoint, ALayerSplitAcrossTheBoundaryResumesIntoAnySplit) {
     both.insert(both.end(), resumed.loss.begin(), resumed.loss.end());
     EXPECT_EQ(both, straight.loss);
     EXPECT_EQ(differences(resumed.weights, straight.weights), "");
-    EXPECT_EQ(objects_in(file), objects_in(path("unsplit.h5")));
+    EXPECT_EQ(objects_in(file), objects_in(dir + "/unsplit.h5"));
   }
   const std::size_t d = static_cast<std::size_t>(split.model.gpt.d_model);
-  TrainSettings unsplit = checkpoint_gpt(4), elsewhere = checkpoint_gpt(4);
+  TrainSettings unsplit = checkpoint_gpt(4 * l.R), elsewhere = checkpoint_gpt(4 * l.R);
   elsewhere.model.splits = {{4, 1}};
   for (const TrainSettings& other : {unsplit, elsewhere}) {
     const std::string which = other.model.splits.empty() ? "unsplit" : "layer 4 split";
@@ -482,6 +482,16 @@ TEST_F(PipelineCheckpoint, ALayerSplitAcrossTheBoundaryResumesIntoAnySplit) {
       EXPECT_NEAR(trained_on.loss[i], resumed.loss[i], 1e-5 * resumed.loss[i])
           << which << " step " << i + 4;
     }
+  }
+}
+
+TEST_F(PipelineCheckpoint, ALayerSplitAcrossTheBoundaryResumesIntoAnySplit) {
+  for (const Layout& l : {Layout{"zb-h1", 2, 1}, Layout{"1f1b", 2, 2}, Layout{"pipefb", 2, 1}}) {
+    if (l.ranks() > world_size()) continue;
+    const std::string dir = path(l.schedule + "-r" + std::to_string(l.R));
+    if (world_rank() == 0) std::filesystem::create_directories(dir);
+    MPI_Barrier(MPI_COMM_WORLD);
+    expect_split_resumes_into_any_split(l, dir);
   }
 }
 
