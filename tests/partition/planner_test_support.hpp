@@ -1,9 +1,12 @@
-// Topologies the planner tests share.
+// Topologies and blocks the planner tests share.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <string>
 #include <utility>
 
+#include "partition/profile.hpp"
 #include "partition/rank_topology.hpp"
 
 namespace spw::sched {
@@ -21,6 +24,18 @@ inline RankTopology two_nodes_with_ranks_swapped(int a, int b, Link intra, Link 
                 ? intra
                 : inter;
   return t;
+}
+
+// A block whose three passes take `each_pass_s`, with parameters large enough (1 GiB) that
+// on slow links replicas' all-reduce loses to a pipeline.
+inline BlockProfile uniform_block(const std::string& name, double each_pass_s) {
+  BlockProfile b;
+  b.name = name;
+  b.forward_s = b.backward_input_s = b.backward_weight_s = each_pass_s;
+  b.activation_bytes = 1 << 10;
+  b.stash_bytes = 4 << 10;
+  b.parameter_bytes = b.gradient_bytes = std::int64_t{1} << 30;
+  return b;
 }
 
 }  // namespace spw::sched
