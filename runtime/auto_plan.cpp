@@ -6,6 +6,7 @@
 
 #include "offload/file_rate.hpp"
 #include "partition/plan_memory_hint.hpp"
+#include "partition/planner_layer_split.hpp"
 #include "runtime/json_file.hpp"
 #include "runtime/mpi_support.hpp"
 #include "runtime/plan_record.hpp"
@@ -39,6 +40,11 @@ AutoPlan plan_from_record(const nlohmann::json& record) {
     l.stages.push_back({range.at(0).get<int>(), range.at(1).get<int>()});
   }
   plan.world_rank = j.at("world_rank").get<std::vector<int>>();
+  if (j.contains("split_layers")) {
+    for (const auto& cut : j.at("split_layers")) {
+      plan.splits.push_back({cut.at(0).get<std::int64_t>(), cut.at(1).get<std::int64_t>()});
+    }
+  }
   plan.predicted_iteration_s = record.at("predicted").at("iteration_seconds").get<double>();
   plan.explanation = record.at("explanation").get<std::string>();
   const nlohmann::json& offload = j.at("offload");
@@ -109,6 +115,54 @@ sched::OffloadBandwidth offload_pricing(const FileTierRate& rate,
 
 namespace {
 
+// Where plans_layer_cuts: the probe's profile read as the job's model (each probed layer as
+// the first whole one, which has the same shape), the two cuts' costs, and the layers.
+struct ProbeReading {
+  sched::ModelProfile whole;
+  sched::LayerSplitCosts costs;
+  std::vector<std::string> layers;
+};
+
+Result<ProbeReading> read_probe(const TrainSettings& settings,
+                                const sched::ModelProfile& measured) {
+  const int heads = static_cast<int>(settings.model.gpt.heads);
+  const std::string template_layer = "blocks." + std::to_string(heads > 2 ? 2 : 1);
+  const auto find = [&](const std::string& name) -> const sched::BlockProfile* {
+    for (const auto& b : measured.blocks)
+      if (b.name == name) return &b;
+    return nullptr;
+  };
+  const sched::BlockProfile* first_front = find("blocks.0.front");
+  const sched::BlockProfile* first_back = find("blocks.0.back");
+  const sched::BlockProfile* last_front = heads > 2 ? find("blocks.1.front") : first_front;
+  const sched::BlockProfile* last_back = heads > 2 ? find("blocks.1.back") : first_back;
+  const sched::BlockProfile* whole_layer = find(template_layer);
+  if (!first_front || !first_back || !last_front || !last_back || !whole_layer) {
+    return error(StatusCode::internal, "the probe profile lacks the blocks of its cut layers");
+  }
+  ProbeReading out;
+  out.costs = {heads, *first_front, *first_back, *last_front, *last_back};
+  out.whole = measured;
+  out.whole.model = settings.model.describe();
+  out.whole.blocks.clear();
+  for (const auto& b : measured.blocks) {
+    const auto dot = b.name.rfind('.');
+    const std::string suffix = dot == std::string::npos ? "" : b.name.substr(dot);
+    if (suffix == ".back") continue;
+    if (suffix == ".front") {
+      sched::BlockProfile layer = *whole_layer;
+      layer.name = b.name.substr(0, dot);
+      out.whole.blocks.push_back(layer);
+    } else {
+      out.whole.blocks.push_back(b);
+    }
+  }
+  for (std::int64_t l = 0; l < settings.model.gpt.layers; ++l) {
+    out.layers.push_back("blocks." + std::to_string(l));
+  }
+  return out;
+}
+
 // Rank 0's part: keep the profile, plan (or predict `requested`), keep the plan.
 Result<nlohmann::json> plan_on_rank_zero(const TrainSettings& settings,
                                          const sched::ModelProfile& profile,
@@ -129,15 +183,16 @@ Result<nlohmann::json> plan_on_rank_zero(const TrainSettings& settings,
                                             std::to_string(topology.ranks) + "-*.json");
   sources.offload = offload_pricing(file_rate, topology, profile, offload);
   sources.file_rate = file_rate.source;
-  sched::Plan plan;
+  ModelPlan planned;
   if (requested) {
-    SPW_ASSIGN_OR_RETURN(plan, predict_layout(settings, profile, topology, *requested, offload,
-                                              sources.offload));
+    SPW_ASSIGN_OR_RETURN(planned.plan, predict_layout(settings, profile, topology, *requested,
+                                                      offload, sources.offload));
+    planned.profile = profile;
   } else {
-    SPW_ASSIGN_OR_RETURN(plan, sched::make_plan(plan_request(settings, profile, topology,
-                                                             sources.offload)));
+    SPW_ASSIGN_OR_RETURN(planned, plan_model(settings, profile, topology, sources.offload));
   }
-  nlohmann::json record = plan_record(plan, profile, topology, sources);
+  nlohmann::json record = plan_record(planned.plan, planned.profile, topology, sources);
+  record_layer_cuts(record, planned.splits);
   if (!output_dir.empty()) SPW_TRY(write_json_atomically(output_dir + "/plan.json", record));
   return record;
 }
@@ -158,7 +213,9 @@ Result<AutoPlan> measure_and_plan(const TrainSettings& settings, MPI_Comm comm,
                        cached_rank_topology(comm, output_dir, activation));
   ProfileOptions options;
   options.microbatch_samples = job_microbatch_samples(settings);
-  SPW_ASSIGN_OR_RETURN(sched::ModelProfile profile, profile_on_all_ranks(settings, options, comm));
+  TrainSettings profiled = settings;
+  if (requested == nullptr) profiled.model = profiled_model(settings);
+  SPW_ASSIGN_OR_RETURN(sched::ModelProfile profile, profile_on_all_ranks(profiled, options, comm));
   // A forced layout runs with the offload it was given; a planned one with the job's.
   const OffloadConfig& offload = requested ? requested_offload : settings.offload;
   SPW_ASSIGN_OR_RETURN(FileTierRate file_rate, measure_file_tier_rate(offload, comm));
@@ -180,6 +237,63 @@ Result<AutoPlan> measure_and_plan(const TrainSettings& settings, MPI_Comm comm,
 }
 
 }  // namespace
+
+void record_layer_cuts(nlohmann::json& record, const std::vector<LayerSplit>& splits) {
+  if (splits.empty()) return;
+  nlohmann::json cuts = nlohmann::json::array();
+  for (const LayerSplit& s : splits) cuts.push_back({s.layer, s.front_heads});
+  record["layout"]["split_layers"] = cuts;
+}
+
+bool plans_layer_cuts(const TrainSettings& settings) {
+  return settings.split_layers_auto && settings.model.kind == "gpt" &&
+         settings.model.gpt.layers >= 3 && settings.model.gpt.heads >= 2;
+}
+
+ModelSpec profiled_model(const TrainSettings& settings) {
+  ModelSpec spec = settings.model;
+  if (!plans_layer_cuts(settings)) return spec;
+  const std::int64_t heads = spec.gpt.heads;
+  spec.splits = {{0, 1}};
+  if (heads > 2) spec.splits.push_back({1, heads - 1});
+  return spec;
+}
+
+Result<ModelPlan> plan_model(const TrainSettings& settings, const sched::ModelProfile& measured,
+                             const sched::RankTopology& topology,
+                             const sched::OffloadBandwidth& bandwidth) {
+  ModelPlan out;
+  if (!plans_layer_cuts(settings)) {
+    SPW_ASSIGN_OR_RETURN(out.plan,
+                         sched::make_plan(plan_request(settings, measured, topology, bandwidth)));
+    out.profile = measured;
+    out.splits = settings.model.splits;
+    if (settings.split_layers_auto) {
+      out.plan.explanation +=
+          "\nmodel.split_layers = \"auto\": cutting a layer between heads needs a gpt of at "
+          "least 3 layers and 2 heads; whole layers kept";
+    }
+    return out;
+  }
+  SPW_ASSIGN_OR_RETURN(ProbeReading probe, read_probe(settings, measured));
+  const sched::PlanRequest request = plan_request(settings, probe.whole, topology, bandwidth);
+  SPW_ASSIGN_OR_RETURN(sched::Plan whole_layers, sched::make_plan(request));
+  SPW_ASSIGN_OR_RETURN(sched::SplitLayerPlan cut,
+                       sched::cut_layers_at_boundaries(request, whole_layers, probe.costs,
+                                                       probe.layers));
+  out.plan = std::move(cut.plan);
+  out.profile = std::move(cut.profile);
+  for (const sched::LayerCut& c : cut.cuts) {
+    out.splits.push_back({std::stoll(c.layer.substr(std::string("blocks.").size())),
+                          c.front_heads});
+  }
+  if (out.splits.empty()) {
+    out.plan.explanation +=
+        "\nmodel.split_layers = \"auto\": no cut between heads at a stage boundary shortens "
+        "the iteration; whole layers kept";
+  }
+  return out;
+}
 
 std::int64_t job_microbatch_samples(const TrainSettings& settings) {
   return std::max<std::int64_t>(1, settings.batch / settings.microbatches);

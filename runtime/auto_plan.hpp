@@ -28,6 +28,9 @@ namespace spw {
 
 struct AutoPlan {
   PipelineLayout layout;
+  // With model.split_layers = "auto": the layers the plan cuts at its stage boundaries, which
+  // the run's model must split so (the layout's stages count their blocks); empty otherwise.
+  std::vector<LayerSplit> splits;
   // [replica * ranks_in_pipeline() + pipeline rank] -> the rank of the caller's
   // communicator that runs it.
   std::vector<int> world_rank;
@@ -95,6 +98,30 @@ Result<sched::Plan> predict_layout(const TrainSettings& settings,
                                    const sched::RankTopology& topology,
                                    const PipelineLayout& layout, const OffloadConfig& offload,
                                    const sched::OffloadBandwidth& bandwidth = {});
+
+// model.split_layers = "auto" (settings.split_layers_auto) on a gpt of at least 3 layers
+// and 2 heads: the planner may cut layers at its stage boundaries. It learns what a cut
+// costs from the profile of a probe model, the job's with layer 0 cut after its first head
+// and layer 1 after all but its last (partition/planner_layer_split.hpp).
+bool plans_layer_cuts(const TrainSettings& settings);
+// The model a plan's profile is measured on: the probe where plans_layer_cuts, else the job's.
+ModelSpec profiled_model(const TrainSettings& settings);
+
+struct ModelPlan {
+  sched::Plan plan;
+  sched::ModelProfile profile;     // the blocks plan.stages count
+  std::vector<LayerSplit> splits;  // the cuts the plan keeps (model.splits of the run)
+};
+
+// make_plan on `measured` (a profile of profiled_model(settings)) and, where
+// plans_layer_cuts, the cuts at its stage boundaries that shorten the predicted iteration.
+Result<ModelPlan> plan_model(const TrainSettings& settings, const sched::ModelProfile& measured,
+                             const sched::RankTopology& topology,
+                             const sched::OffloadBandwidth& bandwidth);
+
+// Writes `splits` as the record's layout.split_layers ([layer, front heads] pairs), which
+// plan_from_record reads back into AutoPlan::splits; nothing when empty.
+void record_layer_cuts(nlohmann::json& record, const std::vector<LayerSplit>& splits);
 
 // The microbatch the job's file asks for (train.batch / train.microbatches): what profiles
 // are measured with.

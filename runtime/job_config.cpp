@@ -511,10 +511,16 @@ Status read_split_layers(const JobReader& r, ModelConfig& model) {
   constexpr std::string_view key = "model.split_layers";
   const toml::node* node = r.find(key);
   if (node == nullptr) return Status::success();
+  const toml::value<std::string>* word = node->as_string();
+  if (word != nullptr && word->get() == "auto") {
+    model.split_layers_auto = true;
+    return Status::success();
+  }
   const toml::array* pairs = node->as_array();
   if (pairs == nullptr) {
-    return r.fail(key, "'model.split_layers' must be an array of [layer, heads] pairs, got " +
-                           type_name(*node));
+    return r.fail(key, "'model.split_layers' must be an array of [layer, heads] pairs or "
+                       "\"auto\", got " +
+                           (word != nullptr ? "\"" + word->get() + "\"" : type_name(*node)));
   }
   std::vector<std::array<int, 2>> parsed;
   for (std::size_t i = 0; i < pairs->size(); ++i) {
@@ -725,6 +731,18 @@ Status read_engine_pu(const JobReader& r, int& engine_pu) {
                          (word != nullptr ? "\"" + word->get() + "\"" : type_name(*node)));
 }
 
+// The planner cuts layers for the stages it chooses; stages given by hand have no plan.
+Status check_split_layers_auto(const JobReader& r, const ModelConfig& model,
+                               const ParallelConfig& parallel) {
+  if (!model.split_layers_auto || parallel.stages.form == StagesSpec::Form::automatic) {
+    return Status::success();
+  }
+  return r.fail_at({"model.split_layers", "parallel.stages"},
+                   "model.split_layers = \"auto\" lets the planner cut layers at the stage "
+                   "boundaries it chooses, which needs parallel.stages = \"auto\": set "
+                   "parallel.stages = \"auto\" or list the [layer, heads] pairs to split");
+}
+
 Status read_offload(const JobReader& r, const ParallelConfig& parallel, OffloadConfig& offload) {
   SPW_TRY(r.read_enum("offload.tier", kOffloadTiers, offload.tier));
   // The planner chooses the offload together with the layout; for a layout given by hand
@@ -800,6 +818,7 @@ Result<JobConfig> parse_job(std::string_view text, const std::string& source_nam
   SPW_TRY(read_data(reader, config.data));
   SPW_TRY(read_train(reader, config.train));
   SPW_TRY(read_parallel(reader, config.parallel));
+  SPW_TRY(check_split_layers_auto(reader, config.model, config.parallel));
   SPW_TRY(read_offload(reader, config.parallel, config.offload));
   SPW_TRY(read_memory(reader, config.memory));
   SPW_TRY(read_output(reader, config.output));
@@ -883,7 +902,11 @@ nlohmann::json to_json(const JobConfig& config) {
     model_json["seq"] = model.seq;
     model_json["vocab"] = model.vocab;
     model_json["ln_eps"] = model.ln_eps;
-    if (!model.split_layers.empty()) model_json["split_layers"] = model.split_layers;
+    if (model.split_layers_auto) {
+      model_json["split_layers"] = "auto";
+    } else if (!model.split_layers.empty()) {
+      model_json["split_layers"] = model.split_layers;
+    }
   } else {
     model_json["dims"] = model.dims;
   }

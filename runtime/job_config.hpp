@@ -51,6 +51,9 @@ struct ModelConfig {
   // [layer, front heads] pairs, by layer: each such layer becomes two blocks, LN1 with its
   // first heads, then the rest, so that a stage boundary can fall between them.
   std::vector<std::array<int, 2>> split_layers;
+  // split_layers = "auto": the planner cuts layers where its stage boundaries fall inside
+  // them (partition/planner_layer_split.hpp); needs parallel.stages = "auto".
+  bool split_layers_auto = false;
   // mlp only: layer widths, input first, output last.
   std::vector<int> dims;
   bool operator==(const ModelConfig&) const = default;

@@ -78,6 +78,7 @@ Result<PipelineJob> open_pipeline_job(const JobConfig& job, MPI_Comm comm,
     out.world = in_order;
     SPW_TRY(mpi_check(MPI_Comm_rank(in_order, &out.rank), "reading this rank's plan index"));
     out.settings.layout = plan.layout;
+    out.settings.train.model.splits = plan.splits;
     out.planned = true;
     out.plan_explanation = plan.explanation;
     out.plan_record = plan.record;

@@ -96,11 +96,14 @@ Status run_plan_command(const PlanCommand& command) {
   }
 
   const std::int64_t samples = job_microbatch_samples(settings);
+  // With model.split_layers = "auto", the probe model (auto_plan.hpp).
+  TrainSettings profiled = settings;
+  profiled.model = profiled_model(settings);
   sched::ModelProfile profile;
   if (!command.profile_path.empty()) {
     SPW_ASSIGN_OR_RETURN(profile, sched::read_profile(command.profile_path));
-    SPW_TRY(sched::check_profile_matches(profile, settings.model.describe(),
-                                         settings.model.block_names(), samples,
+    SPW_TRY(sched::check_profile_matches(profile, profiled.model.describe(),
+                                         profiled.model.block_names(), samples,
                                          command.profile_path));
     sources.profile =
         "read from " + command.profile_path + " (measured with " + sched::measured_with(profile) + ")";
@@ -113,7 +116,7 @@ Status run_plan_command(const PlanCommand& command) {
     ProfileOptions options;
     options.microbatch_samples = samples;
     options.repeats = command.repeats;
-    SPW_ASSIGN_OR_RETURN(profile, profile_model(settings, options));
+    SPW_ASSIGN_OR_RETURN(profile, profile_model(profiled, options));
     sources.profile = "measured now on this node, " + std::to_string(setup.threads) +
                       " thread(s) (one rank's share of " + std::to_string(threads.local_ranks) +
                       " on a node), one process alone: a loaded node trains slower";
@@ -124,18 +127,19 @@ Status run_plan_command(const PlanCommand& command) {
   SPW_ASSIGN_OR_RETURN(FileTierRate file_rate, measure_file_tier_rate(job.offload, MPI_COMM_SELF));
   sources.offload = offload_pricing(file_rate, topology, profile, job.offload);
   sources.file_rate = file_rate.source;
-  sched::Plan plan;
+  ModelPlan planned;
   if (job.parallel.stages.form == StagesSpec::Form::automatic) {
     sources.how = "searched by the planner";
-    SPW_ASSIGN_OR_RETURN(plan, sched::make_plan(plan_request(settings, profile, topology,
-                                                             sources.offload)));
+    SPW_ASSIGN_OR_RETURN(planned, plan_model(settings, profile, topology, sources.offload));
   } else {
     sources.how = "the job's own layout, predicted";
     SPW_ASSIGN_OR_RETURN(PipelineLayout layout, requested_layout(job, command.ranks));
-    SPW_ASSIGN_OR_RETURN(plan, predict_layout(settings, profile, topology, layout, job.offload,
-                                              sources.offload));
+    SPW_ASSIGN_OR_RETURN(planned.plan, predict_layout(settings, profile, topology, layout,
+                                                      job.offload, sources.offload));
+    planned.profile = profile;
   }
-  const nlohmann::json record = plan_record(plan, profile, topology, sources);
+  nlohmann::json record = plan_record(planned.plan, planned.profile, topology, sources);
+  record_layer_cuts(record, planned.splits);
   std::string path = command.output_path;
   if (path.empty()) {
     SPW_TRY(ensure_directory(job.output.dir));

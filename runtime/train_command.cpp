@@ -55,6 +55,7 @@ Result<TrainSettings> train_settings_from(const JobConfig& job) {
   s.memory_cap = job.memory.cap;
   s.layout = job.parallel.layout;
   s.offload = job.offload;
+  s.split_layers_auto = job.model.split_layers_auto;
   return s;
 }
 

@@ -36,6 +36,9 @@ struct TrainSettings {
   // its rate is measured. The trainer ignores both.
   Layout layout = Layout::automatic;
   OffloadConfig offload;
+  // model.split_layers = "auto": the planner may cut gpt layers at its stage boundaries and
+  // sets model.splits to the cuts it keeps. The trainer ignores it.
+  bool split_layers_auto = false;
 };
 
 struct StepResult {

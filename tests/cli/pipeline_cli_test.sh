@@ -122,6 +122,35 @@ check "spillway plan takes the links that run measured" \
   grep -q "^links: measured by an earlier run of 2 ranks on this node ($work/auto/topology-2-" \
   "$work/replan.txt"
 
+# model.split_layers = "auto": the ranks profile the probe model (layer 0 cut after its first
+# head), and the run builds the model with whatever cuts the plan keeps: its stages count
+# those blocks.
+run2 "$work/cuts.txt" "$work/tiny.toml" --set "output.dir=$work/cuts" \
+  --set 'parallel.stages="auto"' --set model.layers=3 --set 'model.split_layers="auto"'
+status=$?
+cat "$work/cuts.txt"
+check "a plan that may cut layers runs" test $status -eq 0
+check "the probe model was profiled" python3 - "$work/cuts/profile.json" <<'PY'
+import json, sys
+names = [b["name"] for b in json.load(open(sys.argv[1]))["blocks"]]
+sys.exit(0 if names == ["embedding", "blocks.0.front", "blocks.0.back", "blocks.1", "blocks.2",
+                        "head"] else 1)
+PY
+check "the run's stages cover the model the plan cut" python3 - "$work/cuts/report.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+p = r["pipeline"]
+cuts = p["plan"]["layout"].get("split_layers", [])
+explained = p["plan"]["explanation"]
+blocks = 3 + 2 + len(cuts)
+ok = (r["config"]["model"]["split_layers"] == "auto"
+      and p["layout"]["stages"][-1][1] == blocks - 1
+      and all(1 <= heads <= 1 and 0 <= layer < 3 for layer, heads in cuts)
+      and (("cut after" in explained) == bool(cuts))
+      and (bool(cuts) or 'model.split_layers = "auto"' in explained))
+sys.exit(0 if ok else 1)
+PY
+
 # An automatic plan for a job that fixes its offload: the ranks measure the file tier's rate
 # together and every candidate is priced with the job's tier, keep and lookahead.
 run2 "$work/auto-file.txt" "$work/tiny.toml" --set "output.dir=$work/auto-file" \

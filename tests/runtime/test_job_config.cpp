@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/train_command.hpp"
+
 namespace spw {
 namespace {
 
@@ -470,8 +472,11 @@ TEST(JobConfigRanges, Model) {
 TEST(JobConfigRanges, SplitLayers) {
   const std::string m = "[model]\nlayers = 4\nheads = 4\nd_model = 64\n";
   EXPECT_EQ(error_of(m + "split_layers = 2\n" + kTrain),
-            "job.toml:5: 'model.split_layers' must be an array of [layer, heads] pairs, got "
-            "integer");
+            "job.toml:5: 'model.split_layers' must be an array of [layer, heads] pairs or "
+            "\"auto\", got integer");
+  EXPECT_EQ(error_of(m + "split_layers = \"all\"\n" + kTrain),
+            "job.toml:5: 'model.split_layers' must be an array of [layer, heads] pairs or "
+            "\"auto\", got \"all\"");
   EXPECT_EQ(error_of(m + "split_layers = [[1, 2, 3]]\n" + kTrain),
             "job.toml:5: 'model.split_layers[0]' must be a [layer, heads] pair, got 3 entries");
   EXPECT_EQ(error_of(m + "split_layers = [[4, 1]]\n" + kTrain),
@@ -490,6 +495,23 @@ TEST(JobConfigRanges, SplitLayers) {
   Result<JobConfig> job = parse(m + "split_layers = [[3, 1], [0, 2]]\n" + kTrain);
   ASSERT_TRUE(job.ok()) << job.status().message();
   EXPECT_EQ(job->model.split_layers, (std::vector<std::array<int, 2>>{{0, 2}, {3, 1}}));
+}
+
+TEST(JobConfigRanges, SplitLayersAutoIsThePlannersAndNeedsPlannedStages) {
+  const std::string m = "[model]\nlayers = 4\nheads = 4\nd_model = 64\n";
+  Result<JobConfig> job =
+      parse(m + "split_layers = \"auto\"\n" + kTrain + "[parallel]\nstages = \"auto\"\n");
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  EXPECT_TRUE(job->model.split_layers_auto);
+  EXPECT_TRUE(job->model.split_layers.empty());
+  auto settings = train_settings_from(*job);
+  ASSERT_TRUE(settings.ok());
+  EXPECT_TRUE(settings->split_layers_auto);
+  EXPECT_TRUE(settings->model.splits.empty());  // the plan decides
+  EXPECT_EQ(error_of(m + "split_layers = \"auto\"\n" + kTrain + "[parallel]\nstages = 2\n"),
+            "job.toml:5: model.split_layers = \"auto\" lets the planner cut layers at the stage "
+            "boundaries it chooses, which needs parallel.stages = \"auto\": set "
+            "parallel.stages = \"auto\" or list the [layer, heads] pairs to split");
 }
 
 TEST(JobConfigRanges, MlpDims) {
@@ -822,6 +844,7 @@ TEST(JobConfigJson, RoundTripsThroughAJobFile) {
       {kGptS, {"offload.tier=auto"}},
       {kGptS, {"offload.engine_pu=none"}},
       {"[model]\nsplit_layers = [[4, 1], [6, 3]]\n" + kTrain, {}},
+      {"[model]\nsplit_layers = \"auto\"\n" + kTrain, {"parallel.stages=auto"}},
   };
   for (const auto& [text, overrides] : jobs) {
     Result<JobConfig> original = parse(text, overrides);
