@@ -101,8 +101,20 @@ Result<SplitLayerPlan> cut_layers_at_boundaries(const PlanRequest& request, cons
     return std::all_of(p.peak_memory_bytes.begin(), p.peak_memory_bytes.end(),
                        [&](std::int64_t peak) { return peak <= *request.memory_cap_bytes; });
   };
+  // Plans predicted by the closed-form bound (too large to simulate) keep whole layers, and
+  // the cuts tried stop at the planner's simulation budget: each try replays the layout.
+  if (!plan.simulated) return best;
+  const std::int64_t passes_per_try =
+      std::max<std::int64_t>(1, static_cast<std::int64_t>(plan.stages.size()) * plan.microbatches);
+  std::int64_t spent = 0;
   const int stages = static_cast<int>(plan.stages.size());
   for (int stage = 0; stage + 1 < stages; ++stage) {
+    if (spent + 2 * (costs.heads - 1) * passes_per_try > request.limits.simulation_budget) {
+      best.plan.explanation += "\nlayer cuts tried at " + std::to_string(stage) + " of the " +
+                               std::to_string(stages - 1) +
+                               " stage boundaries: the simulation budget is spent";
+      break;
+    }
     std::optional<Candidate> chosen;
     const int end = best.plan.stages[static_cast<std::size_t>(stage)].last;
     for (int block : {end, end + 1}) {
@@ -119,6 +131,7 @@ Result<SplitLayerPlan> cut_layers_at_boundaries(const PlanRequest& request, cons
         c.profile.blocks.insert(at, layer_front(costs, k, name));
         c.plan = best.plan;
         c.plan.stages = cut_ranges(best.plan.stages, stage, block);
+        spent += passes_per_try;
         SPW_ASSIGN_OR_RETURN(const Prediction p, predict(c.profile, request.topology, c.plan,
                                                          request.offload.bandwidth));
         if (!fits(p)) continue;

@@ -46,7 +46,10 @@ struct SplitLayerPlan {
 // or after it where that shortens the predicted iteration by at least 0.1% and every rank's
 // peak stays within the request's cap; boundaries are taken in order, each against the
 // layout the earlier ones left. `splittable` names the blocks that may be cut (whole
-// transformer layers). Without a shorter layout the plan comes back unchanged, with no cuts.
+// transformer layers). Without a shorter layout the plan comes back unchanged, with no cuts;
+// so does a plan predicted by the closed-form bound (too large to simulate), and the tries
+// stop, saying so in the explanation, once they would replay more forward passes than
+// request.limits.simulation_budget.
 // invalid_argument for costs with fewer than 2 heads; errors of predict otherwise.
 Result<SplitLayerPlan> cut_layers_at_boundaries(const PlanRequest& request, const Plan& plan,
                                                 const LayerSplitCosts& costs,

@@ -134,6 +134,29 @@ TEST(CutLayersAtBoundaries, RespectsTheMemoryCap) {
   EXPECT_EQ(cut->plan.stages, plan->stages);
 }
 
+TEST(CutLayersAtBoundaries, StopsAtTheSimulationBudget) {
+  PlanRequest request = two_ranks(three_layers());
+  auto plan = make_plan(request);
+  ASSERT_TRUE(plan.ok());
+  // Not enough for one boundary's six tries.
+  request.limits.simulation_budget =
+      5 * static_cast<std::int64_t>(plan->stages.size()) * plan->microbatches;
+  auto cut = cut_layers_at_boundaries(request, *plan, quarter_heads(0), kLayers);
+  ASSERT_TRUE(cut.ok()) << cut.status().message();
+  EXPECT_TRUE(cut->cuts.empty());
+  EXPECT_NE(cut->plan.explanation.find("layer cuts tried at 0 of the 1 stage boundaries: the "
+                                       "simulation budget is spent"),
+            std::string::npos)
+      << cut->plan.explanation;
+  // A plan the planner could only bound is left as it is.
+  Plan bounded = *plan;
+  bounded.simulated = false;
+  request.limits.simulation_budget = std::int64_t{1} << 18;
+  auto kept = cut_layers_at_boundaries(request, bounded, quarter_heads(0), kLayers);
+  ASSERT_TRUE(kept.ok());
+  EXPECT_TRUE(kept->cuts.empty());
+}
+
 TEST(CutLayersAtBoundaries, RefusesCostsWithoutTwoHeads) {
   const PlanRequest request = two_ranks(three_layers());
   auto plan = make_plan(request);
