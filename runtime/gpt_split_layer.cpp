@@ -72,15 +72,17 @@ TensorPart qkv_part(const GptShape& shape, std::int64_t index, const std::string
   return part;
 }
 
-// The rows of layer `index`'s fused qkv weight (or bias) that heads [first_head, first_head +
-// heads) use, in Q | K | V order: what the unsplit layer initialises, from the same stream.
-Status init_qkv_rows(Tensor& dst, const GptShape& shape, std::int64_t index,
-                     std::int64_t first_head, std::int64_t heads, std::uint64_t seed) {
-  const std::int64_t d = shape.d_model, hd = d / shape.heads;
-  SPW_ASSIGN_OR_RETURN(Tensor full, Tensor::zeros({3 * d, d}, MemoryCategory::workspace));
-  fill_normal(full, kGptInitStd, seed, "blocks." + std::to_string(index) + ".attn.qkv.weight");
-  copy_columns(full.data(), d * d, first_head * hd * d, dst.data(), heads * hd * d, 0,
-               heads * hd * d, 3);
+// A part of a weight, initialised as the rows it holds of its whole tensor drawn from that
+// tensor's stream: what the unsplit layer starts from.
+Status init_rows_of_whole(Tensor& dst, const TensorPart& part, std::uint64_t seed) {
+  const std::int64_t cols = dst.numel() / dst.shape()[0];
+  SPW_ASSIGN_OR_RETURN(Tensor whole,
+                       Tensor::zeros({part.whole_shape[0], cols}, MemoryCategory::workspace));
+  fill_normal(whole, kGptInitStd, seed, part.whole);
+  float* to = dst.data();
+  for (const RowRange& r : part.rows) {
+    to = std::copy(whole.data() + r.begin * cols, whole.data() + r.end * cols, to);
+  }
   return Status::success();
 }
 
@@ -114,7 +116,7 @@ class TransformerFront final : public Block {
     params_.value(ln1_w_).fill(1.0f);
     params_.value(ln1_b_).fill(0.0f);
     params_.value(qkv_b_).fill(0.0f);
-    return init_qkv_rows(params_.value(qkv_w_), shape_, index_, 0, heads_, seed);
+    return init_rows_of_whole(params_.value(qkv_w_), *params_.part(qkv_w_), seed);
   }
 
   Status forward(const MicrobatchData& mb, const Tensor* input, Tensor* output,
@@ -212,8 +214,7 @@ class TransformerBack final : public Block {
   Status init_parameters(std::uint64_t seed) override {
     params_.value(qkv_b_).fill(0.0f);
     tail_.init_parameters(params_, seed);
-    return init_qkv_rows(params_.value(qkv_w_), shape_, index_, front_heads_,
-                         shape_.heads - front_heads_, seed);
+    return init_rows_of_whole(params_.value(qkv_w_), *params_.part(qkv_w_), seed);
   }
 
   Status forward(const MicrobatchData& mb, const Tensor* input, Tensor* output,

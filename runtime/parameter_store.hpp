@@ -25,6 +25,7 @@ class ParameterStore {
   Tensor& value(std::size_t i) { return entries_[i]->value; }
   Tensor& grad(std::size_t i) { return entries_[i]->grad; }
   const std::string& name(std::size_t i) const { return entries_[i]->name; }
+  const std::optional<TensorPart>& part(std::size_t i) const { return entries_[i]->part; }
   std::size_t size() const { return entries_.size(); }
   std::vector<NamedParameter> named();
 
