@@ -20,10 +20,10 @@
 // /dev/shm (else $TMPDIR) that holds the metadata alone; spillway then writes that image and
 // the tensor bytes to "<path>.tmp.<pid>", fsyncs it and renames it over <path>. A crash
 // leaves the old checkpoint or the new one, never half of one, and a full disk is an error
-// like any other (HDF5 1.10 writing the file itself could crash at exit after such an error:
-// see checkpoint.cpp). Since the layout needs names and shapes only, those steps can run in
-// different processes: a pipeline checkpoint is laid out by one rank and filled by each
-// rank with its own tensors (runtime/pipeline_checkpoint.hpp).
+// like any other (HDF5 1.10 writing the file itself could crash at exit after such an
+// error: see checkpoint_save.cpp). Since the layout needs names and shapes only, those steps
+// can run in different processes: a pipeline checkpoint is laid out by one rank and filled
+// by each rank with its own tensors (runtime/pipeline_checkpoint.hpp).
 //
 // A parameter that holds some rows of a bigger tensor (NamedParameter::part: a layer split
 // across two blocks) is stored as those rows of the whole tensor's dataset, and its
