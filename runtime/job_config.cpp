@@ -14,15 +14,14 @@
 #include <toml++/toml.h>
 
 #include "kernels/memory_ledger.hpp"
+#include "runtime/job_reader.hpp"
+#include "runtime/job_schema.hpp"
 
 namespace spw {
-namespace {
 
-template <class E>
-struct Spelling {
-  std::string_view name;
-  E value;
-};
+using namespace job_detail;
+
+namespace {
 
 constexpr Spelling<ModelKind> kModelKinds[] = {{"gpt", ModelKind::gpt}, {"mlp", ModelKind::mlp}};
 constexpr Spelling<DataKind> kDataSources[] = {{"text", DataKind::text},
@@ -57,340 +56,12 @@ std::string_view spelling(const Spelling<E> (&options)[N], E value) {
 constexpr const char* kFortunesPath = "/usr/share/games/fortunes";
 constexpr const char* kFashionMnistPath = "/usr/share/datasets/fashion-mnist";
 
-struct SectionSchema {
-  std::string_view name;
-  std::vector<std::string_view> keys;
-};
-
-const std::vector<SectionSchema>& schema() {
-  static const std::vector<SectionSchema> sections = {
-      {"model",
-       {"kind", "layers", "d_model", "heads", "seq", "vocab", "ln_eps", "split_layers", "dims"}},
-      {"data", {"source", "path"}},
-      {"train",
-       {"batch", "microbatches", "steps", "epochs", "optimizer", "lr", "momentum", "beta1",
-        "beta2", "eps", "weight_decay", "seed", "init_from", "lr_decay", "warmup_steps",
-        "decay_steps", "min_lr", "clip_grad_norm"}},
-      {"parallel", {"stages", "replicas", "schedule", "chunks", "layout"}},
-      {"offload", {"tier", "keep", "lookahead", "verify", "dir", "engine_pu"}},
-      {"memory", {"cap"}},
-      {"output", {"dir", "checkpoint_every", "trace"}},
-      {"threads", {"count"}},
-  };
-  return sections;
-}
-
-constexpr std::string_view kGptOnlyKeys[] = {"layers", "d_model", "heads",       "seq",
-                                             "vocab",  "ln_eps",  "split_layers"};
-
-const SectionSchema* find_section(std::string_view name) {
-  for (const auto& section : schema()) {
-    if (section.name == name) return &section;
-  }
-  return nullptr;
-}
-
-bool is_known(std::string_view section, std::string_view key) {
-  const SectionSchema* schema_section = find_section(section);
-  return schema_section != nullptr && std::find(schema_section->keys.begin(),
-                                                schema_section->keys.end(),
-                                                key) != schema_section->keys.end();
-}
-
-// Optimal string alignment: a swap of neighbours ("trian") costs one edit, like a typo does.
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
-  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t substitution = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + substitution});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-      }
-    }
-  }
-  return d[a.size()][b.size()];
-}
-
-// A third of the word may be wrong: catches "lrr" and "microbatch" without suggesting
-// unrelated short keys.
-bool close_enough(std::string_view typed, std::string_view known) {
-  return edit_distance(typed, known) <= std::max<std::size_t>(1, typed.size() / 3);
-}
-
-// " (did you mean 'x'?)", or "" when nothing is close.
-std::string did_you_mean(const std::string& candidate) {
-  return candidate.empty() ? "" : " (did you mean '" + candidate + "'?)";
-}
-
-std::string nearest_section(std::string_view typed) {
-  for (const auto& section : schema()) {
-    if (close_enough(typed, section.name)) return std::string(section.name);
-  }
-  return "";
-}
-
-// Prefers a near miss inside the (nearly) right section; failing that, the same key in another
-// section, since putting a key under the wrong header is the other common slip.
-std::string nearest_key(std::string_view section, std::string_view key) {
-  constexpr std::size_t kWrongSection = 1000;
-  std::string best;
-  std::size_t best_score = std::numeric_limits<std::size_t>::max();
-  for (const auto& candidate : schema()) {
-    const std::size_t section_distance = edit_distance(section, candidate.name);
-    const bool section_close = section_distance == 0 || close_enough(section, candidate.name);
-    for (std::string_view candidate_key : candidate.keys) {
-      const std::size_t key_distance = edit_distance(key, candidate_key);
-      std::size_t score = std::numeric_limits<std::size_t>::max();
-      if (section_close && close_enough(key, candidate_key)) {
-        score = section_distance + key_distance;
-      } else if (key_distance == 0) {
-        score = kWrongSection + section_distance;
-      }
-      if (score < best_score) {
-        best_score = score;
-        best = std::string(candidate.name) + "." + std::string(candidate_key);
-      }
-    }
-  }
-  return best;
-}
-
-std::string type_name(const toml::node& node) {
-  switch (node.type()) {
-    case toml::node_type::table: return "table";
-    case toml::node_type::array: return "array";
-    case toml::node_type::string: return "string";
-    case toml::node_type::integer: return "integer";
-    case toml::node_type::floating_point: return "float";
-    case toml::node_type::boolean: return "boolean";
-    case toml::node_type::date: return "date";
-    case toml::node_type::time: return "time";
-    case toml::node_type::date_time: return "date-time";
-    case toml::node_type::none: break;
-  }
-  return "nothing";
-}
-
-// Appends rather than writing "'" + key + "'": GCC 12 misreports that as overlapping memcpy
-// (-Wrestrict) at -O3.
-std::string single_quoted(std::string_view key) {
-  std::string text(1, '\'');
-  text.append(key).push_back('\'');
-  return text;
-}
-
-std::string format_number(double value) {
-  std::ostringstream out;
-  out << value;
-  return out.str();
-}
-
 std::string trim(std::string_view text) {
   const auto begin = text.find_first_not_of(" \t");
   if (begin == std::string_view::npos) return "";
   const auto end = text.find_last_not_of(" \t");
   return std::string(text.substr(begin, end - begin + 1));
 }
-
-// The override that last supplied each "section.key", labelled as its caller calls them
-// ("--set train.lr=0.1"), so errors in overridden values name the override rather than a
-// line of the file that no longer holds the value.
-using Origins = std::map<std::string, std::string, std::less<>>;
-
-enum class Bound { positive, non_negative, unit_interval };
-
-// Typed, located reads from the parsed job: every failure is one config_error line that starts
-// with where the offending value came from.
-class JobReader {
- public:
-  JobReader(const toml::table& doc, const std::string& source, const Origins& origins)
-      : doc_(doc), source_(source), origins_(origins) {}
-
-  // "section" or "section.key"; nullptr when the job does not set it.
-  const toml::node* find(std::string_view key) const {
-    const auto dot = key.find('.');
-    const toml::node* section = doc_.get(key.substr(0, dot));
-    if (dot == std::string_view::npos || section == nullptr) return section;
-    const toml::table* table = section->as_table();
-    return table != nullptr ? table->get(key.substr(dot + 1)) : nullptr;
-  }
-
-  bool is_set(std::string_view key) const { return find(key) != nullptr; }
-
-  std::string where(std::string_view key, const toml::node* node) const {
-    if (const auto origin = origins_.find(key); origin != origins_.end()) {
-      return origin->second;
-    }
-    if (node != nullptr && node->source().begin.line > 0) {
-      return source_ + ":" + std::to_string(node->source().begin.line);
-    }
-    return source_;
-  }
-
-  Status fail(std::string_view key, const toml::node* node, const std::string& message) const {
-    return error(StatusCode::config_error, where(key, node) + ": " + message);
-  }
-  Status fail(std::string_view key, const std::string& message) const {
-    return fail(key, find(key), message);
-  }
-  // For a clash between values: blames the first of `keys` that a --set supplied (the newest
-  // change), else the first the file sets, never a default the user did not write.
-  Status fail_at(std::initializer_list<std::string_view> keys, const std::string& message) const {
-    for (std::string_view key : keys) {
-      if (origins_.find(key) != origins_.end()) return fail(key, message);
-    }
-    for (std::string_view key : keys) {
-      if (is_set(key)) return fail(key, message);
-    }
-    return error(StatusCode::config_error, source_ + ": " + message);
-  }
-
-  template <class Int>
-  Status integer(std::string_view key, const std::string& label, const toml::node& node, Int& out,
-                 std::int64_t min) const {
-    const auto* value = node.as_integer();
-    if (value == nullptr) {
-      return fail(key, &node, single_quoted(label) + " must be an integer, got " + type_name(node));
-    }
-    const std::int64_t number = value->get();
-    if (number < min) {
-      return fail(key, &node,
-                  single_quoted(label) + " must be at least " + std::to_string(min) + ", got " +
-                      std::to_string(number));
-    }
-    if (std::cmp_greater(number, std::numeric_limits<Int>::max())) {
-      return fail(key, &node,
-                  single_quoted(label) + " must be at most " +
-                      std::to_string(std::numeric_limits<Int>::max()) + ", got " +
-                      std::to_string(number));
-    }
-    out = static_cast<Int>(number);
-    return Status::success();
-  }
-
-  template <class Int>
-  Status read_integer(std::string_view key, Int& out, std::int64_t min) const {
-    const toml::node* node = find(key);
-    return node != nullptr ? integer(key, std::string(key), *node, out, min) : Status::success();
-  }
-
-  template <class Int>
-  Status read_optional_integer(std::string_view key, std::optional<Int>& out,
-                               std::int64_t min) const {
-    if (!is_set(key)) return Status::success();
-    Int value{};
-    SPW_TRY(read_integer(key, value, min));
-    out = value;
-    return Status::success();
-  }
-
-  Status read_integer_array(std::string_view key, std::vector<int>& out, std::int64_t min) const {
-    const toml::node* node = find(key);
-    if (node == nullptr) return Status::success();
-    const toml::array* array = node->as_array();
-    if (array == nullptr) {
-      return fail(key, node,
-                  single_quoted(key) + " must be an array of integers, got " + type_name(*node));
-    }
-    out.clear();
-    for (std::size_t i = 0; i < array->size(); ++i) {
-      int value = 0;
-      const std::string label = std::string(key) + "[" + std::to_string(i) + "]";
-      SPW_TRY(integer(key, label, *array->get(i), value, min));
-      out.push_back(value);
-    }
-    return Status::success();
-  }
-
-  // TOML writes `lr = 1` as an integer; a number is what is meant, so integers are accepted.
-  Status read_number(std::string_view key, double& out, Bound bound) const {
-    const toml::node* node = find(key);
-    if (node == nullptr) return Status::success();
-    double value = 0;
-    if (const auto* floating = node->as_floating_point()) {
-      value = floating->get();
-    } else if (const auto* integral = node->as_integer()) {
-      value = static_cast<double>(integral->get());
-    } else {
-      return fail(key, node, single_quoted(key) + " must be a number, got " + type_name(*node));
-    }
-    // Written so that NaN fails every bound.
-    bool in_range = std::isfinite(value);
-    const char* requirement = "";
-    switch (bound) {
-      case Bound::positive:
-        in_range = in_range && value > 0;
-        requirement = "greater than 0";
-        break;
-      case Bound::non_negative:
-        in_range = in_range && value >= 0;
-        requirement = "at least 0";
-        break;
-      case Bound::unit_interval:
-        in_range = in_range && value >= 0 && value < 1;
-        requirement = "in [0, 1)";
-        break;
-    }
-    if (!in_range) {
-      return fail(key, node,
-                  single_quoted(key) + " must be " + requirement + ", got " + format_number(value));
-    }
-    out = value;
-    return Status::success();
-  }
-
-  Status read_bool(std::string_view key, bool& out) const {
-    const toml::node* node = find(key);
-    if (node == nullptr) return Status::success();
-    const auto* value = node->as_boolean();
-    if (value == nullptr) {
-      return fail(key, node, single_quoted(key) + " must be true or false, got " + type_name(*node));
-    }
-    out = value->get();
-    return Status::success();
-  }
-
-  Status read_string(std::string_view key, std::string& out) const {
-    const toml::node* node = find(key);
-    if (node == nullptr) return Status::success();
-    const auto* value = node->as_string();
-    if (value == nullptr) {
-      return fail(key, node, single_quoted(key) + " must be a string, got " + type_name(*node));
-    }
-    out = value->get();
-    return Status::success();
-  }
-
-  template <class E, std::size_t N>
-  Status read_enum(std::string_view key, const Spelling<E> (&options)[N], E& out) const {
-    const toml::node* node = find(key);
-    if (node == nullptr) return Status::success();
-    const auto* value = node->as_string();
-    if (value != nullptr) {
-      for (const auto& option : options) {
-        if (option.name == value->get()) {
-          out = option.value;
-          return Status::success();
-        }
-      }
-    }
-    std::string allowed;
-    for (std::size_t i = 0; i < N; ++i) {
-      if (i > 0) allowed += i + 1 == N ? " or " : ", ";
-      allowed.append(1, '"').append(options[i].name).append(1, '"');
-    }
-    const std::string got = value != nullptr ? "\"" + value->get() + "\"" : type_name(*node);
-    return fail(key, node, single_quoted(key) + " must be one of " + allowed + ", got " + got);
-  }
-
- private:
-  const toml::table& doc_;
-  const std::string& source_;
-  const Origins& origins_;
-};
 
 // Reports the unknown or misplaced entry that comes first in the file.
 Status check_known_keys(const toml::table& doc, const JobReader& reader) {
@@ -475,7 +146,8 @@ Status apply_override(toml::table& doc, const std::string& argument, std::string
   const std::string key = name.substr(dot + 1);
   if (!is_known(section, key)) {
     return error(StatusCode::config_error,
-                 label + ": unknown key " + single_quoted(name) + did_you_mean(nearest_key(section, key)));
+                 label + ": unknown key " + single_quoted(name) +
+                     did_you_mean(nearest_key(section, key)));
   }
   SPW_ASSIGN_OR_RETURN(toml::table parsed,
                        parse_override_value(trim(std::string_view(argument).substr(equals + 1)),
@@ -690,14 +362,16 @@ Status read_stages(const JobReader& r, StagesSpec& stages) {
                           range.first, range.last));
     if (range.first > range.last) {
       return r.fail(key, &element,
-                    single_quoted(label) + " runs backwards: first block " + std::to_string(range.first) +
-                        " is after last block " + std::to_string(range.last));
+                    single_quoted(label) + " runs backwards: first block " +
+                        std::to_string(range.first) + " is after last block " +
+                        std::to_string(range.last));
     }
     // Gaps or overlaps would leave blocks without a stage or on two stages.
     const int expected_first = parsed.ranges.empty() ? 0 : parsed.ranges.back().last + 1;
     if (range.first != expected_first) {
       return r.fail(key, &element,
-                    single_quoted(label) + " must start at block " + std::to_string(expected_first) +
+                    single_quoted(label) + " must start at block " +
+                        std::to_string(expected_first) +
                         " (ranges cover the blocks in order, without gaps), got " +
                         std::to_string(range.first));
     }
@@ -885,95 +559,6 @@ Status check_override(const std::string& argument, std::string_view override_lab
     return error(StatusCode::internal,
                  std::string(override_label) + " " + argument + ": " + e.what());
   }
-}
-
-nlohmann::json to_json(const JobConfig& config) {
-  using nlohmann::json;
-  json out;
-
-  const ModelConfig& model = config.model;
-  json& model_json = out["model"];
-  model_json["kind"] = std::string(to_string(model.kind));
-  // Only the kind's own keys, so the report re-reads as a valid job.
-  if (model.kind == ModelKind::gpt) {
-    model_json["layers"] = model.layers;
-    model_json["d_model"] = model.d_model;
-    model_json["heads"] = model.heads;
-    model_json["seq"] = model.seq;
-    model_json["vocab"] = model.vocab;
-    model_json["ln_eps"] = model.ln_eps;
-    if (model.split_layers_auto) {
-      model_json["split_layers"] = "auto";
-    } else if (!model.split_layers.empty()) {
-      model_json["split_layers"] = model.split_layers;
-    }
-  } else {
-    model_json["dims"] = model.dims;
-  }
-
-  out["data"] = {{"source", std::string(to_string(config.data.source))},
-                 {"path", config.data.path}};
-
-  const TrainConfig& train = config.train;
-  json& train_json = out["train"];
-  train_json["batch"] = train.batch;
-  train_json["microbatches"] = train.microbatches;
-  if (train.steps) train_json["steps"] = *train.steps;
-  if (train.epochs) train_json["epochs"] = *train.epochs;
-  train_json["optimizer"] = std::string(to_string(train.optimizer));
-  train_json["lr"] = train.lr;
-  train_json["momentum"] = train.momentum;
-  train_json["beta1"] = train.beta1;
-  train_json["beta2"] = train.beta2;
-  train_json["eps"] = train.eps;
-  train_json["weight_decay"] = train.weight_decay;
-  train_json["seed"] = train.seed;
-  train_json["init_from"] = train.init_from;
-  train_json["lr_decay"] = std::string(to_string(train.lr_decay));
-  train_json["warmup_steps"] = train.warmup_steps;
-  if (train.decay_steps) train_json["decay_steps"] = *train.decay_steps;
-  train_json["min_lr"] = train.min_lr;
-  train_json["clip_grad_norm"] = train.clip_grad_norm;
-
-  const ParallelConfig& parallel = config.parallel;
-  json& parallel_json = out["parallel"];
-  switch (parallel.stages.form) {
-    case StagesSpec::Form::automatic: parallel_json["stages"] = "auto"; break;
-    case StagesSpec::Form::count: parallel_json["stages"] = parallel.stages.count; break;
-    case StagesSpec::Form::ranges: {
-      json ranges = json::array();
-      for (const StageRange& range : parallel.stages.ranges) {
-        ranges.push_back(json::array({range.first, range.last}));
-      }
-      parallel_json["stages"] = std::move(ranges);
-      break;
-    }
-  }
-  parallel_json["replicas"] = parallel.replicas;
-  parallel_json["schedule"] = std::string(to_string(parallel.schedule));
-  parallel_json["chunks"] = parallel.chunks;
-  parallel_json["layout"] = std::string(to_string(parallel.layout));
-
-  const OffloadConfig& offload = config.offload;
-  out["offload"] = {{"tier", std::string(to_string(offload.tier))},
-                    {"keep", offload.keep},
-                    {"lookahead", offload.lookahead},
-                    {"verify", offload.verify},
-                    {"dir", offload.dir}};
-  if (offload.engine_pu == kEnginePuAuto || offload.engine_pu == kEnginePuNone) {
-    out["offload"]["engine_pu"] = offload.engine_pu == kEnginePuAuto ? "auto" : "none";
-  } else {
-    out["offload"]["engine_pu"] = offload.engine_pu;
-  }
-
-  out["memory"] = json::object();
-  if (config.memory.cap) out["memory"]["cap"] = *config.memory.cap;
-
-  out["output"] = {{"dir", config.output.dir},
-                   {"checkpoint_every", config.output.checkpoint_every},
-                   {"trace", config.output.trace}};
-  out["threads"] = {{"count", config.threads.count}};
-  return out;
 }
 
 }  // namespace spw
