@@ -56,16 +56,19 @@ void copy_columns(const float* from, std::int64_t from_cols, std::int64_t first,
   }
 }
 
-// Heads [first_head, first_head + heads)' share of layer `index`'s fused qkv weight or bias
-// (`kind`), which the unsplit layer holds as one tensor of 3 d rows, Q | K | V: checkpoints
-// store that tensor, whatever the split.
-TensorPart qkv_part(const GptShape& shape, std::int64_t index, const std::string& kind,
+enum class QkvTensor { weight, bias };
+
+// Heads [first_head, first_head + heads)' share of layer `index`'s fused qkv weight or bias,
+// which the unsplit layer holds as one tensor of 3 d rows, Q | K | V: checkpoints store that
+// tensor, whatever the split.
+TensorPart qkv_part(const GptShape& shape, std::int64_t index, QkvTensor tensor,
                     std::int64_t first_head, std::int64_t heads) {
   const std::int64_t d = shape.d_model, hd = d / shape.heads;
+  const bool weight = tensor == QkvTensor::weight;
   TensorPart part;
-  part.whole = "blocks." + std::to_string(index) + ".attn.qkv." + kind;
-  part.whole_shape = kind == "weight" ? std::vector<std::int64_t>{3 * d, d}
-                                      : std::vector<std::int64_t>{3 * d};
+  part.whole = "blocks." + std::to_string(index) + ".attn.qkv." + (weight ? "weight" : "bias");
+  part.whole_shape =
+      weight ? std::vector<std::int64_t>{3 * d, d} : std::vector<std::int64_t>{3 * d};
   for (std::int64_t plane = 0; plane < 3; ++plane) {
     part.rows.push_back({plane * d + first_head * hd, plane * d + (first_head + heads) * hd});
   }
@@ -99,10 +102,12 @@ class TransformerFront final : public Block {
     const std::string p = "blocks." + std::to_string(index_) + ".";
     SPW_ASSIGN_OR_RETURN(ln1_w_, params_.add(p + "ln1.weight", {d}));
     SPW_ASSIGN_OR_RETURN(ln1_b_, params_.add(p + "ln1.bias", {d}));
-    SPW_ASSIGN_OR_RETURN(qkv_w_, params_.add(p + "attn.qkv_front.weight", {3 * width, d},
-                                             qkv_part(shape_, index_, "weight", 0, heads_)));
-    SPW_ASSIGN_OR_RETURN(qkv_b_, params_.add(p + "attn.qkv_front.bias", {3 * width},
-                                             qkv_part(shape_, index_, "bias", 0, heads_)));
+    SPW_ASSIGN_OR_RETURN(
+        qkv_w_, params_.add(p + "attn.qkv_front.weight", {3 * width, d},
+                            qkv_part(shape_, index_, QkvTensor::weight, 0, heads_)));
+    SPW_ASSIGN_OR_RETURN(
+        qkv_b_, params_.add(p + "attn.qkv_front.bias", {3 * width},
+                            qkv_part(shape_, index_, QkvTensor::bias, 0, heads_)));
     return Status::success();
   }
 
@@ -198,10 +203,10 @@ class TransformerBack final : public Block {
     const std::int64_t back_heads = shape_.heads - front_heads_;
     SPW_ASSIGN_OR_RETURN(
         qkv_w_, params_.add(p + "attn.qkv_back.weight", {3 * width, d},
-                            qkv_part(shape_, index_, "weight", front_heads_, back_heads)));
+                            qkv_part(shape_, index_, QkvTensor::weight, front_heads_, back_heads)));
     SPW_ASSIGN_OR_RETURN(
         qkv_b_, params_.add(p + "attn.qkv_back.bias", {3 * width},
-                            qkv_part(shape_, index_, "bias", front_heads_, back_heads)));
+                            qkv_part(shape_, index_, QkvTensor::bias, front_heads_, back_heads)));
     return tail_.create(params_, p, d);
   }
 
