@@ -49,7 +49,8 @@ struct SplitLayerPlan {
 // transformer layers). Without a shorter layout the plan comes back unchanged, with no cuts;
 // so does a plan predicted by the closed-form bound (too large to simulate), and the tries
 // stop, saying so in the explanation, once they would replay more forward passes than
-// request.limits.simulation_budget.
+// request.limits.simulation_budget. The tries count among the plan's candidates and
+// simulations; a plan with cuts is not `exact` and gets the mapping bound of its own stages.
 // invalid_argument for costs with fewer than 2 heads; errors of predict otherwise.
 Result<SplitLayerPlan> cut_layers_at_boundaries(const PlanRequest& request, const Plan& plan,
                                                 const LayerSplitCosts& costs,

@@ -99,6 +99,20 @@ TEST(CutLayersAtBoundaries, MovesTheBoundaryIntoTheLayerThatLevelsTheStages) {
                                        "and 1"),
             std::string::npos)
       << cut->plan.explanation;
+  // The whole-layer search's claims do not carry over: the cut plan is no proven optimum,
+  // its tries are counted, and its mapping bound is the cut stages' own.
+  EXPECT_TRUE(plan->exact) << plan->explanation;
+  EXPECT_FALSE(cut->plan.exact);
+  EXPECT_EQ(cut->plan.candidates, plan->candidates + 6);
+  EXPECT_EQ(cut->plan.simulations, plan->simulations + 7);
+  EXPECT_GT(cut->plan.mapping_lower_bound_s, 0);
+  EXPECT_LE(cut->plan.mapping_lower_bound_s, cut->plan.iteration_s);
+  EXPECT_LT(cut->plan.mapping_lower_bound_s, plan->mapping_lower_bound_s);
+  EXPECT_NE(cut->plan.explanation.find("after the cuts: no mapping of ranks is more than "),
+            std::string::npos)
+      << cut->plan.explanation;
+  EXPECT_NE(cut->plan.explanation.find("6 cuts tried; approximate"), std::string::npos)
+      << cut->plan.explanation;
 }
 
 TEST(CutLayersAtBoundaries, KeepsWholeLayersWhereACutCostsMoreThanItLevels) {
@@ -112,6 +126,8 @@ TEST(CutLayersAtBoundaries, KeepsWholeLayersWhereACutCostsMoreThanItLevels) {
   EXPECT_EQ(cut->plan.stages, plan->stages);
   EXPECT_EQ(cut->profile.blocks.size(), request.profile.blocks.size());
   EXPECT_DOUBLE_EQ(cut->plan.iteration_s, plan->iteration_s);
+  EXPECT_EQ(cut->plan.exact, plan->exact);
+  EXPECT_DOUBLE_EQ(cut->plan.mapping_lower_bound_s, plan->mapping_lower_bound_s);
   // Nor are blocks cut that are not listed as layers.
   auto none = cut_layers_at_boundaries(request, *plan, quarter_heads(0), {"embedding"});
   ASSERT_TRUE(none.ok());
