@@ -8,6 +8,7 @@
 
 #include "runtime/plan_command.hpp"
 #include "runtime/profile_command.hpp"
+#include "runtime/stop_request.hpp"
 #include "runtime/train_command.hpp"
 #include "runtime/version.hpp"
 
@@ -105,8 +106,16 @@ int main(int argc, char** argv) {
   MpiSession mpi(argc, argv);
   spw::Status status;
   spw::FailureScope scope = spw::FailureScope::all_ranks;
+  bool stopped = false;  // by a stop request, after a checkpoint: spw::kExitStopped
   try {
-    if (train_app->parsed()) status = spw::run_train_command(train, MPI_COMM_WORLD, scope);
+    if (train_app->parsed()) {
+      status = spw::catch_stop_signals();
+      if (status.ok()) {
+        const auto end = spw::run_train_command(train, MPI_COMM_WORLD, scope);
+        status = end.status();
+        stopped = end.ok() && *end == spw::RunEnd::stopped;
+      }
+    }
     // One process measures; under mpirun the other ranks have nothing to do.
     if (profile_app->parsed() && mpi.rank() == 0) status = spw::run_profile_command(profile);
     // Planning needs no ranks: under mpirun rank 0 plans alone.
@@ -117,7 +126,7 @@ int main(int argc, char** argv) {
     status = spw::error(spw::StatusCode::internal, std::string("unexpected exception: ") + e.what());
     scope = spw::FailureScope::this_rank;
   }
-  if (status.ok()) return 0;
+  if (status.ok()) return stopped ? spw::kExitStopped : 0;
   if (scope == spw::FailureScope::this_rank && mpi.size() > 1) {
     // Peers may be blocked waiting on this rank: end the whole job now, not at a timeout.
     std::fprintf(stderr, "spillway: error: rank %d: %s\n", mpi.rank(), status.message().c_str());

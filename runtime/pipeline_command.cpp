@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <optional>
 
 #include "kernels/memory_ledger.hpp"
 #include "runtime/json_file.hpp"
@@ -14,14 +15,15 @@
 #include "runtime/pipeline_report.hpp"
 #include "runtime/progress.hpp"
 #include "runtime/report.hpp"
+#include "runtime/stop_request.hpp"
 
 namespace spw {
 
 namespace {
 
 // Trains the opened job and writes its report; scope says who shares a failure.
-Status train_opened_job(const JobConfig& job, const TrainCommand& command, PipelineJob& opened,
-                        FailureScope& scope) {
+Result<RunEnd> train_opened_job(const JobConfig& job, const TrainCommand& command,
+                                PipelineJob& opened, FailureScope& scope) {
   MPI_Comm comm = opened.world;
   const int rank = opened.rank;
   const PipelineSettings& settings = opened.settings;
@@ -72,6 +74,7 @@ Status train_opened_job(const JobConfig& job, const TrainCommand& command, Pipel
   ProgressPrinter progress(stdout, total, 0, /*redraw=*/false);
   const auto start = std::chrono::steady_clock::now();
   StepOpTimes op_times_per_step;
+  std::optional<EarlyStop> stopped;
   while (executor->steps_done() < total) {
     StepResult step;
     op_times_per_step.start_step();
@@ -84,15 +87,25 @@ Status train_opened_job(const JobConfig& job, const TrainCommand& command, Pipel
       progress.print({step.step, total, step.loss, step.items_per_second, item_name, elapsed,
                       MemoryLedger::process().peak_total()});
     }
-    if (job.output.checkpoint_every > 0 && step.step % job.output.checkpoint_every == 0) {
-      const std::string path =
-          job.output.dir + "/checkpoint-" + std::to_string(step.step) + ".h5";
-      const Status saved = save_pipeline_checkpoint(*executor, comm, path, config_json.dump());
+    const bool scheduled =
+        job.output.checkpoint_every > 0 && step.step % job.output.checkpoint_every == 0;
+    int stop = 0;
+    if (executor->steps_done() < total) {
+      SPW_ASSIGN_OR_RETURN(stop, agree_on_stop(comm));
+    }
+    if (scheduled || stop != 0) {
+      const Status saved = save_pipeline_checkpoint(*executor, comm,
+                                                    checkpoint_path(job, step.step),
+                                                    config_json.dump());
       if (!saved.ok()) {
         // Agreed: every rank returns this error and none is left waiting.
         scope = FailureScope::all_ranks;
         return saved;
       }
+    }
+    if (stop != 0) {
+      stopped = EarlyStop{stop, step.step, total, checkpoint_path(job, step.step)};
+      break;
     }
   }
   if (rank == 0) progress.finish();
@@ -102,7 +115,8 @@ Status train_opened_job(const JobConfig& job, const TrainCommand& command, Pipel
   SPW_ASSIGN_OR_RETURN(nlohmann::json pipeline, pipeline_report(*executor, comm, links, nodes.node_of));
   SPW_ASSIGN_OR_RETURN(std::vector<TraceEvent> events, gather_trace(*executor, comm));
   SPW_ASSIGN_OR_RETURN(GatheredTimeByOp op_times, gather_time_by_op(op_times_per_step, comm));
-  if (rank != 0) return Status::success();
+  const RunEnd end = stopped ? RunEnd::stopped : RunEnd::completed;
+  if (rank != 0) return end;
   for (std::size_t r = 0; r < op_times.ranks.size(); ++r) {
     pipeline["measured"]["ranks"][r]["time_by_op"] = op_times.ranks[r];
   }
@@ -130,6 +144,7 @@ Status train_opened_job(const JobConfig& job, const TrainCommand& command, Pipel
     plan_note = text;
   }
   report["pipeline"] = pipeline;
+  if (stopped) report["stopped"] = to_json(*stopped);
   report["nodes"] = nodes_report(nodes.node_of, nodes.nodes);
   const std::string report_path = job.output.dir + "/report.json";
   SPW_TRY(write_json_atomically(report_path, report));
@@ -151,27 +166,28 @@ Status train_opened_job(const JobConfig& job, const TrainCommand& command, Pipel
               report_path.c_str(), timeline_note.c_str());
   std::printf("spillway: time by op, per step, all ranks: %s\n",
               describe_time_by_op(op_times.all_ranks, 4).c_str());
-  return Status::success();
+  if (stopped) std::printf("%s\n", describe(*stopped, command).c_str());
+  return end;
 }
 
 }  // namespace
 
-Status run_pipeline_job(const JobConfig& job, const TrainCommand& command, MPI_Comm comm,
-                        FailureScope& scope) {
+Result<RunEnd> run_pipeline_job(const JobConfig& job, const TrainCommand& command, MPI_Comm comm,
+                                FailureScope& scope) {
   scope = FailureScope::all_ranks;
   PipelineJobOptions options;
   options.trace = true;
   options.resume_from = command.resume_from;
   options.predict = command.predict;
   SPW_ASSIGN_OR_RETURN(PipelineJob opened, open_pipeline_job(job, comm, options));
-  const Status status = train_opened_job(job, command, opened, scope);
-  if (!status.ok() && scope == FailureScope::this_rank) {
+  Result<RunEnd> end = train_opened_job(job, command, opened, scope);
+  if (!end.ok() && scope == FailureScope::this_rank) {
     // The peers may be blocked on this rank mid-step, and the caller ends the job. Tearing
     // the executor down first would run its collective frees (the peer tier's
     // MPI_Win_free), which would wait for those peers forever: leave it to the job's end.
     static_cast<void>(opened.executor.release());
   }
-  return status;
+  return end;
 }
 
 }  // namespace spw

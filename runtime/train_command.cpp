@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <optional>
 
 #include "kernels/memory_ledger.hpp"
 #include "kernels/threading.hpp"
@@ -13,6 +14,7 @@
 #include "runtime/pipeline_job.hpp"
 #include "runtime/progress.hpp"
 #include "runtime/report.hpp"
+#include "runtime/stop_request.hpp"
 
 namespace spw {
 
@@ -59,9 +61,30 @@ Result<TrainSettings> train_settings_from(const JobConfig& job) {
   return s;
 }
 
+std::string checkpoint_path(const JobConfig& job, std::int64_t step) {
+  return job.output.dir + "/checkpoint-" + std::to_string(step) + ".h5";
+}
+
+nlohmann::json to_json(const EarlyStop& stop) {
+  return {{"signal", signal_name(stop.signal_number)},
+          {"step", stop.step},
+          {"steps", stop.total},
+          {"checkpoint", stop.checkpoint}};
+}
+
+std::string describe(const EarlyStop& stop, const TrainCommand& command) {
+  std::string text = "spillway: stopped after step " + std::to_string(stop.step) + " of " +
+                     std::to_string(stop.total) + " on " + signal_name(stop.signal_number) +
+                     "; checkpoint " + stop.checkpoint +
+                     "\nspillway: to go on, run the same command with --resume " +
+                     stop.checkpoint;
+  if (!command.resume_from.empty()) text += " instead of --resume " + command.resume_from;
+  return text;
+}
+
 namespace {
 
-Status run_single_rank(const JobConfig& job, const TrainCommand& command) {
+Result<RunEnd> run_single_rank(const JobConfig& job, const TrainCommand& command) {
   SPW_ASSIGN_OR_RETURN(TrainSettings settings, train_settings_from(job));
   settings.resume_from = command.resume_from;
   SPW_TRY(ensure_directory(job.output.dir));
@@ -91,6 +114,7 @@ Status run_single_rank(const JobConfig& job, const TrainCommand& command) {
   const auto start = std::chrono::steady_clock::now();
   const std::int64_t per_epoch = settings.epochs > 0 ? trainer->steps_per_epoch() : 0;
   StepOpTimes op_times_per_step;
+  std::optional<EarlyStop> stopped;
   while (trainer->steps_done() < total) {
     StepResult step;
     op_times_per_step.start_step();
@@ -101,10 +125,15 @@ Status run_single_rank(const JobConfig& job, const TrainCommand& command) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     progress.print({step.step, total, step.loss, step.items_per_second, trainer->item_name(),
                     elapsed, MemoryLedger::process().peak_total()});
-    if (job.output.checkpoint_every > 0 && step.step % job.output.checkpoint_every == 0) {
-      const std::string path =
-          job.output.dir + "/checkpoint-" + std::to_string(step.step) + ".h5";
-      SPW_TRY(trainer->save_checkpoint(path, config_json.dump()));
+    const bool scheduled =
+        job.output.checkpoint_every > 0 && step.step % job.output.checkpoint_every == 0;
+    const int stop = trainer->steps_done() < total ? stop_signal() : 0;
+    if (scheduled || stop != 0) {
+      SPW_TRY(trainer->save_checkpoint(checkpoint_path(job, step.step), config_json.dump()));
+    }
+    if (stop != 0) {
+      stopped = EarlyStop{stop, step.step, total, checkpoint_path(job, step.step)};
+      break;
     }
     if (per_epoch > 0 && step.step % per_epoch == 0) {
       auto accuracy = trainer->test_accuracy();
@@ -122,6 +151,7 @@ Status run_single_rank(const JobConfig& job, const TrainCommand& command) {
 
   nlohmann::json report = make_report(record, items_per_step, MemoryLedger::process().snapshot());
   report["time_by_op"] = time_by_op(op_times_per_step);
+  if (stopped) report["stopped"] = to_json(*stopped);
   std::vector<sched::NodeFacts> nodes;
   if (auto facts = this_node_facts(processor_name()); facts.ok()) nodes.push_back(*facts);
   report["nodes"] = nodes_report({0}, nodes);
@@ -133,12 +163,14 @@ Status run_single_rank(const JobConfig& job, const TrainCommand& command) {
               report_path.c_str());
   std::printf("spillway: time by op, per step: %s\n",
               describe_time_by_op(report["time_by_op"], 4).c_str());
-  return Status::success();
+  if (stopped) std::printf("%s\n", describe(*stopped, command).c_str());
+  return stopped ? RunEnd::stopped : RunEnd::completed;
 }
 
 }  // namespace
 
-Status run_train_command(const TrainCommand& command, MPI_Comm comm, FailureScope& scope) {
+Result<RunEnd> run_train_command(const TrainCommand& command, MPI_Comm comm,
+                                 FailureScope& scope) {
   scope = FailureScope::all_ranks;
   int size = 1;
   MPI_Comm_size(comm, &size);

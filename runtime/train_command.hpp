@@ -4,8 +4,11 @@
 
 #include <mpi.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "kernels/status.hpp"
 #include "runtime/job_config.hpp"
@@ -31,8 +34,34 @@ ModelSpec model_spec_from(const ModelConfig& model);
 // blocked waiting on it, so the driver must end the whole job (MPI_Abort).
 enum class FailureScope { all_ranks, this_rank };
 
+enum class RunEnd {
+  completed,  // every step of the job ran
+  stopped,    // a stop request (stop_request.hpp) ended it early, after a checkpoint
+};
+
 // Runs the job on the ranks of `comm`: the single-rank trainer on one rank with one chunk,
-// the pipeline executor otherwise. Collective.
-Status run_train_command(const TrainCommand& command, MPI_Comm comm, FailureScope& scope);
+// the pipeline executor otherwise. Collective. A stop request ends the run at the next step
+// boundary (every rank at the same step) with a checkpoint and the report, which says so.
+Result<RunEnd> run_train_command(const TrainCommand& command, MPI_Comm comm,
+                                 FailureScope& scope);
+
+// ---- shared by the single-rank and the pipeline run --------------------------------------
+
+// Where the checkpoint after `step` goes.
+std::string checkpoint_path(const JobConfig& job, std::int64_t step);
+
+// A run a stop request ended: why, after which step, and the checkpoint to resume from.
+struct EarlyStop {
+  int signal_number = 0;
+  std::int64_t step = 0;
+  std::int64_t total = 0;
+  std::string checkpoint;
+};
+
+// report.json's "stopped".
+nlohmann::json to_json(const EarlyStop& stop);
+
+// What `spillway train` prints: where it stopped and how to resume.
+std::string describe(const EarlyStop& stop, const TrainCommand& command);
 
 }  // namespace spw
