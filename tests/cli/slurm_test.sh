@@ -4,8 +4,10 @@
 # submitted with sbatch as a 2-rank pipeline of a tiny GPT; the job must end COMPLETED with
 # ExitCode 0:0, its log must show both ranks bound to their own core and the loss falling. The
 # job scripts' error paths (missing binary, missing benchmark) must fail the job with their
-# one-line message. With BENCH_CEILINGS, slurm-memory-pressure.sbatch runs the benchmark's quick
-# mode, which must complete with its results. Slurm is stopped at the end whatever happened.
+# one-line message. A job stopped by SIGUSR1 (as --signal sends it near the time limit) must
+# requeue itself and complete on its second run, resumed from its checkpoint. With
+# BENCH_CEILINGS, slurm-memory-pressure.sbatch runs the benchmark's quick mode, which must
+# complete with its results. Slurm is stopped at the end whatever happened.
 # Exits 77 (ctest SKIP_RETURN_CODE) only when Slurm cannot run here: not root.
 # Usage: slurm_test.sh SPILLWAY SOURCE_DIR [BENCH_CEILINGS]
 set -u
@@ -142,6 +144,39 @@ PY
 check "the report lands in OUT, with offload.dir on SLURM_TMPDIR" python3 - "$work/out/report.json" "$work/node-tmp" <<'PY'
 import json, sys
 sys.exit(0 if json.load(open(sys.argv[1]))["config"]["offload"]["dir"] == sys.argv[2] else 1)
+PY
+
+# A run stopped early is requeued and goes on from its checkpoint. SIGUSR1 by hand, as
+# --signal=USR1@120 sends it near the time limit: spillway stops after the step it is in
+# with a checkpoint and exits 75, the script requeues the job, and its second run resumes
+# and completes. Slurm holds a requeued job back for a while; the test releases it at once.
+# 10000 steps of the tiny GPT take about 7 s here; the signal comes right after the start.
+sed 's/^steps = 20$/steps = 10000/' "$work/tiny.toml" > "$work/long.toml"
+start=$(date +%s)
+job=$(cd "$src" && SPILLWAY=$spillway CONFIG=$work/long.toml OUT=$work/chain \
+      sbatch --parsable --output="$work/chain.out" "$jobscripts/slurm-train.sbatch")
+check "sbatch accepts the long job" test -n "$job"
+for i in $(seq 300); do grep -q '^spillway: gpt' "$work/chain.out" 2>/dev/null && break; sleep 0.2; done
+scancel --signal=USR1 "$job"
+for i in $(seq 60); do
+  scontrol -o show job "$job" 2>/dev/null | grep -q 'JobState=PENDING.*Restarts=1' && break
+  sleep 1
+done
+scontrol update JobId="$job" StartTime=now
+result=$(wait_job "$job" 120)
+echo "job $job: $result after $(( $(date +%s) - start ))s"
+grep -v '^step' "$work/chain.out"
+check "the stopped job is requeued and completes with ExitCode 0:0" test "$result" = "COMPLETED 0:0"
+check "once" bash -c "scontrol -o show job $job | grep -q ' Restarts=1 '"
+stop=$(sed -n 's/^spillway: stopped after step \([0-9]*\) of 10000 on SIGUSR1; .*/\1/p' "$work/chain.out")
+check "its first run stopped after a step, on SIGUSR1" test -n "$stop"
+check "the script said it requeues" grep -q "^slurm-train: stopped early with a checkpoint in $work/chain; requeueing job $job" "$work/chain.out"
+check "the second run resumed from that step's checkpoint" \
+  grep -q -- "--resume $work/chain/checkpoint-$stop.h5" "$work/chain.out"
+check "and trained the remaining steps to the end" python3 - "$work/chain/report.json" "$stop" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+sys.exit(0 if len(r["loss"]) == 10000 - int(sys.argv[2]) and "stopped" not in r else 1)
 PY
 
 # The memory-pressure benchmark in quick mode (a small model, 6 points, ~20 s here) through
