@@ -131,10 +131,6 @@ Result<RunEnd> run_single_rank(const JobConfig& job, const TrainCommand& command
     if (scheduled || stop != 0) {
       SPW_TRY(trainer->save_checkpoint(checkpoint_path(job, step.step), config_json.dump()));
     }
-    if (stop != 0) {
-      stopped = EarlyStop{stop, step.step, total, checkpoint_path(job, step.step)};
-      break;
-    }
     if (per_epoch > 0 && step.step % per_epoch == 0) {
       auto accuracy = trainer->test_accuracy();
       if (accuracy.ok()) {
@@ -143,6 +139,10 @@ Result<RunEnd> run_single_rank(const JobConfig& job, const TrainCommand& command
         std::printf("epoch %lld: test accuracy %.4f\n",
                     static_cast<long long>(step.step / per_epoch), *accuracy);
       }
+    }
+    if (stop != 0) {
+      stopped = EarlyStop{stop, step.step, total, checkpoint_path(job, step.step)};
+      break;
     }
   }
   progress.finish();

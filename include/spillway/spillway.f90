@@ -64,6 +64,7 @@ module spillway
             spw_trainer_steps_done, spw_trainer_loss, spw_trainer_throughput, &
             spw_trainer_peak_memory, spw_trainer_save_checkpoint, &
             spw_trainer_load_checkpoint, spw_trainer_free
+  public :: spw_request_stop, spw_catch_stop_signals, spw_trainer_stop_signal
 
   interface
     function c_status_string(status) bind(c, name='spw_status_string')
@@ -222,6 +223,21 @@ module spillway
       import :: c_int, c_ptr
       type(c_ptr), value :: trainer
       integer(c_int) :: c_trainer_free
+    end function
+    subroutine c_request_stop(signal_number) bind(c, name='spw_request_stop')
+      import :: c_int
+      integer(c_int), value :: signal_number
+    end subroutine
+    function c_catch_stop_signals() bind(c, name='spw_catch_stop_signals')
+      import :: c_int
+      integer(c_int) :: c_catch_stop_signals
+    end function
+    function c_trainer_stop_signal(trainer, signal_number) &
+        bind(c, name='spw_trainer_stop_signal')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: trainer
+      integer(c_int) :: signal_number
+      integer(c_int) :: c_trainer_stop_signal
     end function
   end interface
 
@@ -479,5 +495,28 @@ contains
     if (status == SPW_OK) trainer%ptr = c_null_ptr
     call finish(status, ierror)
   end subroutine spw_trainer_free
+
+  ! Asks spw_trainer_train to stop after the step in progress (spillway.h); async-signal-safe.
+  subroutine spw_request_stop(signal_number)
+    integer, intent(in) :: signal_number
+    call c_request_stop(int(signal_number, c_int))
+  end subroutine spw_request_stop
+
+  ! SIGUSR1 and SIGTERM become stop requests, once each.
+  subroutine spw_catch_stop_signals(ierror)
+    integer, intent(out), optional :: ierror
+    call finish(c_catch_stop_signals(), ierror)
+  end subroutine spw_catch_stop_signals
+
+  ! The signal that ended the latest spw_trainer_train early, 0 when it ran every step.
+  subroutine spw_trainer_stop_signal(trainer, signal_number, ierror)
+    type(spw_trainer), intent(in) :: trainer
+    integer, intent(out) :: signal_number
+    integer, intent(out), optional :: ierror
+    integer(c_int) :: number
+    number = 0
+    call finish(c_trainer_stop_signal(trainer%ptr, number), ierror)
+    signal_number = int(number)
+  end subroutine spw_trainer_stop_signal
 
 end module spillway

@@ -266,7 +266,8 @@ SPW_API spw_status spw_trainer_create(spw_session session, spw_job job, spw_trai
 SPW_API spw_status spw_trainer_describe_plan(spw_trainer trainer, char* buffer, size_t size,
                                              size_t* needed);
 
-/* Collective. Runs `steps` training steps. Every rank must pass the same count; the
+/* Collective. Runs `steps` training steps, fewer when a stop request (spw_request_stop)
+ * ends it early: see spw_trainer_stop_signal. Every rank must pass the same count; the
  * ranks compare them first.
  *   SPW_ERR_NULL_HANDLE       trainer is NULL
  *   SPW_ERR_INVALID_ARGUMENT  steps < 1, or the ranks passed different counts (on every
@@ -328,6 +329,37 @@ SPW_API spw_status spw_trainer_save_checkpoint(spw_trainer trainer, const char* 
  * Every rank returns the same code. After the first three the trainer is unchanged and
  * usable; after any other failure it is unusable. */
 SPW_API spw_status spw_trainer_load_checkpoint(spw_trainer trainer, const char* path);
+
+/* ---- stopping early --------------------------------------------------------------------
+ * A batch system signals a job before it kills it (Slurm: --signal=USR1@120, or SIGTERM
+ * KillWait seconds ahead). A host that turns that signal into a stop request gets
+ * spw_trainer_train back after the step in progress, on every rank after the same step, and
+ * can save a checkpoint and exit:
+ *   spw_catch_stop_signals();                      (or its own handler: spw_request_stop)
+ *   spw_trainer_train(trainer, 1000);
+ *   spw_trainer_stop_signal(trainer, &signal_number);
+ *   if (signal_number != 0) { spw_trainer_save_checkpoint(trainer, "stopped.h5"); ... } */
+
+/* Asks spw_trainer_train to stop after the step in progress (or the next call to stop after
+ * its first step). Any rank may ask; the ranks agree at each step's end. Async-signal-safe:
+ * a signal handler may call it. signal_number says why (spw_trainer_stop_signal returns
+ * it); values <= 0 are ignored. Sets no error message and cannot fail. */
+SPW_API void spw_request_stop(int signal_number);
+
+/* Installs handlers for SIGUSR1 and SIGTERM that call spw_request_stop with the signal's
+ * number, each for one delivery: the same signal again does what it did before (ends the
+ * process, unless the host had its own handler). spillway installs no handler otherwise.
+ *   SPW_ERR_IO  sigaction refused (the message names the signal); handlers installed
+ *               before it stay */
+SPW_API spw_status spw_catch_stop_signals(void);
+
+/* The signal of the stop request that ended the latest spw_trainer_train, on every rank
+ * alike (the largest when ranks were asked for different ones); 0 when that call ran all
+ * its steps with no request. A request that comes during a call's last step is reported
+ * by that call. spw_trainer_train takes the request: the next call runs unless asked again.
+ *   SPW_ERR_NULL_HANDLE  trainer or signal_number is NULL
+ *   SPW_ERR_BAD_STATE    trainer was freed, or failed earlier */
+SPW_API spw_status spw_trainer_stop_signal(spw_trainer trainer, int* signal_number);
 
 /* Frees the trainer, also after a failed call. In MPI's terms this is collective (it frees
  * the trainer's communicators), but MPI_Comm_free completes without waiting for peers, so

@@ -28,6 +28,7 @@ struct spw_trainer_s {
   double items_per_step = 0;  // tokens (gpt) or samples (mlp) per step
   std::vector<double> losses;
   std::vector<double> step_seconds;
+  int stop_signal = 0;  // the stop request that ended the latest spw_trainer_train, or 0
   // Set by the first failed collective call: the executor may be mid-step, so nothing but
   // spw_trainer_free may touch it again.
   std::string failure;

@@ -14,6 +14,7 @@
 #include "runtime/capi/trainer_support.hpp"
 #include "runtime/mpi_support.hpp"
 #include "runtime/report.hpp"
+#include "runtime/stop_request.hpp"
 #include "runtime/train_command.hpp"
 
 namespace spw::capi {
@@ -87,12 +88,20 @@ spw_status train(const char* fn, spw_trainer trainer, std::int64_t steps) {
     return fail(fn, SPW_ERR_INVALID_ARGUMENT,
                 "steps must be at least 1, got " + std::to_string(steps));
   }
+  trainer->stop_signal = 0;
   for (std::int64_t i = 0; i < steps; ++i) {
     StepResult step;
     const Status ran = trainer->pipeline.executor->run_step(step);
     if (!ran.ok()) return fail_collective(fn, trainer, ran);
     trainer->losses.push_back(step.loss);
     trainer->step_seconds.push_back(step.seconds);
+    const Result<int> stop = agree_on_stop(world);
+    if (!stop.ok()) return fail_collective(fn, trainer, stop.status());
+    if (*stop != 0) {
+      clear_stop_request();
+      trainer->stop_signal = *stop;
+      break;
+    }
   }
   return SPW_OK;
 }

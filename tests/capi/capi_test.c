@@ -9,6 +9,7 @@
  * two (ranks that disagree); each runs where it can. */
 #include <math.h>
 #include <mpi.h>
+#include <signal.h>
 #include <spillway/spillway.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -317,6 +318,44 @@ static void trainer_setup_errors(spw_session session, const char* scratch) {
 }
 
 /* A trainer used in and out of order: plan text, steps, figures, checkpoints. */
+/* Stop requests: one on the last rank alone stops every rank after the same step; the call
+ * reports it on every rank and takes it, so the next call runs whole. The handlers turn a
+ * signal into a request. */
+static void stop_requests(spw_trainer trainer) {
+  int64_t before = 0, after = 0;
+  int signal_number = -1;
+  EXPECT(spw_trainer_stop_signal(NULL, &signal_number), SPW_ERR_NULL_HANDLE,
+         "trainer is NULL");
+  EXPECT(spw_trainer_stop_signal(trainer, NULL), SPW_ERR_NULL_HANDLE,
+         "signal_number is NULL");
+  EXPECT_OK(spw_trainer_stop_signal(trainer, &signal_number));
+  CHECK(signal_number == 0);  /* the calls before ran all their steps */
+  EXPECT_OK(spw_trainer_steps_done(trainer, &before));
+  spw_request_stop(0);  /* ignored */
+  EXPECT_OK(spw_trainer_train(trainer, 2));
+  EXPECT_OK(spw_trainer_stop_signal(trainer, &signal_number));
+  CHECK(signal_number == 0);
+  if (rank == size - 1) spw_request_stop(SIGUSR1);
+  EXPECT_OK(spw_trainer_train(trainer, 5));
+  EXPECT_OK(spw_trainer_steps_done(trainer, &after));
+  CHECK(after == before + 3);
+  EXPECT_OK(spw_trainer_stop_signal(trainer, &signal_number));
+  CHECK(signal_number == SIGUSR1);
+  EXPECT_OK(spw_trainer_train(trainer, 2));
+  EXPECT_OK(spw_trainer_steps_done(trainer, &after));
+  CHECK(after == before + 5);
+  EXPECT_OK(spw_trainer_stop_signal(trainer, &signal_number));
+  CHECK(signal_number == 0);
+  /* Through the handlers, on rank 0 alone. */
+  EXPECT_OK(spw_catch_stop_signals());
+  if (rank == 0) raise(SIGTERM);
+  EXPECT_OK(spw_trainer_train(trainer, 4));
+  EXPECT_OK(spw_trainer_steps_done(trainer, &after));
+  CHECK(after == before + 6);
+  EXPECT_OK(spw_trainer_stop_signal(trainer, &signal_number));
+  CHECK(signal_number == SIGTERM);
+}
+
 static void training(spw_session session, const char* scratch) {
   spw_trainer trainer = NULL, other = NULL;
   spw_job job = tiny_job(NULL), other_job = NULL;
@@ -327,6 +366,7 @@ static void training(spw_session session, const char* scratch) {
   int64_t steps = -1;
   double loss = -1, per_second = -1, before[2], after[2], highest = 0;
   uint64_t peak = 0;
+  int signal_number = -1;
 
   EXPECT_OK(spw_trainer_create(session, job, &trainer));
   EXPECT_OK(spw_job_free(job));  /* the trainer keeps its own copy */
@@ -427,8 +467,11 @@ static void training(spw_session session, const char* scratch) {
   EXPECT_OK(spw_trainer_train(other, 1));  /* still usable */
   EXPECT_OK(spw_trainer_free(other));
 
+  stop_requests(trainer);
+
   /* A freed trainer. */
   EXPECT_OK(spw_trainer_free(trainer));
+  EXPECT(spw_trainer_stop_signal(trainer, &signal_number), SPW_ERR_BAD_STATE, "not a live");
   EXPECT(spw_trainer_train(trainer, 1), SPW_ERR_BAD_STATE, "trainer is not a live spw_trainer");
   EXPECT(spw_trainer_loss(trainer, &loss), SPW_ERR_BAD_STATE, "not a live spw_trainer");
   EXPECT(spw_trainer_throughput(trainer, &per_second), SPW_ERR_BAD_STATE, "not a live");

@@ -12,7 +12,7 @@ program fortran_module_test
   type(spw_job) :: job, never_created
   type(spw_trainer) :: trainer
   character(len=:), allocatable :: plan
-  integer :: ierror, provided, major, minor, patch, checks, failures
+  integer :: ierror, provided, major, minor, patch, checks, failures, stop_signal
   integer(c_int64_t) :: steps
   real(c_double) :: loss
 
@@ -68,6 +68,14 @@ program fortran_module_test
   call check(ierror == SPW_OK .and. steps == 2, 'two steps')
   call spw_trainer_loss(trainer, loss, ierror)
   call check(ierror == SPW_OK .and. loss > 5 .and. loss < 6.5, 'a loss near ln 256')
+  call spw_catch_stop_signals(ierror)
+  call check(ierror == SPW_OK, 'spw_catch_stop_signals')
+  call spw_request_stop(10)
+  call spw_trainer_train(trainer, 3, ierror)
+  call spw_trainer_steps_done(trainer, steps, ierror)
+  call check(ierror == SPW_OK .and. steps == 3, 'a stop request ends the next call after a step')
+  call spw_trainer_stop_signal(trainer, stop_signal, ierror)
+  call check(ierror == SPW_OK .and. stop_signal == 10, 'and says why')
 
   call spw_session_free(session, ierror)
   call check(ierror == SPW_ERR_BAD_STATE, 'the session outlives its trainers')

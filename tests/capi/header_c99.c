@@ -34,6 +34,9 @@ int main(void) {
   spw_status (*trainer_save_checkpoint)(spw_trainer, const char*) = spw_trainer_save_checkpoint;
   spw_status (*trainer_load_checkpoint)(spw_trainer, const char*) = spw_trainer_load_checkpoint;
   spw_status (*trainer_free)(spw_trainer) = spw_trainer_free;
+  void (*request_stop)(int) = spw_request_stop;
+  spw_status (*catch_stop_signals)(void) = spw_catch_stop_signals;
+  spw_status (*trainer_stop_signal)(spw_trainer, int*) = spw_trainer_stop_signal;
 
   linked += status_string != NULL;
   linked += last_error != NULL;
@@ -62,6 +65,9 @@ int main(void) {
   linked += trainer_save_checkpoint != NULL;
   linked += trainer_load_checkpoint != NULL;
   linked += trainer_free != NULL;
+  linked += request_stop != NULL;
+  linked += catch_stop_signals != NULL;
+  linked += trainer_stop_signal != NULL;
   printf("%d functions linked; %s\n", linked, status_string(SPW_OK));
-  return linked == 27 ? 0 : 1;
+  return linked == 30 ? 0 : 1;
 }
