@@ -84,7 +84,8 @@ int main(int argc, char** argv) {
   /* Every rank saw the same losses, so every rank reaches the same verdict. One step's
    * loss is noisy (a hard batch); the mean of the last 5 is not. */
   if (steps < 5 || !(last_losses / 5 < first_loss - 1.0)) {
-    if (rank == 0) fprintf(stderr, "c_driver: the loss did not fall by 1.0 (over at least 5 steps)\n");
+    if (rank == 0)
+      fprintf(stderr, "c_driver: the loss did not fall by 1.0 (over at least 5 steps)\n");
     return 1;
   }
   return 0;

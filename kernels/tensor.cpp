@@ -25,7 +25,8 @@ std::int64_t Shape::rows() const {
 bool Shape::operator==(const Shape& other) const {
   if (rank_ != other.rank_) return false;
   for (int i = 0; i < rank_; ++i) {
-    if (dims_[static_cast<std::size_t>(i)] != other.dims_[static_cast<std::size_t>(i)]) return false;
+    if (dims_[static_cast<std::size_t>(i)] != other.dims_[static_cast<std::size_t>(i)])
+      return false;
   }
   return true;
 }

@@ -119,7 +119,8 @@ Result<ThreadSetup> setup_threads(const ThreadRequest& request) {
     // evenly among the ranks on the node when the launcher did not bind them already.
     hwloc_bitmap_t allowed = hwloc_bitmap_dup(launch_binding(handle));
     const int cores = hwloc_get_nbobjs_inside_cpuset_by_type(handle, allowed, HWLOC_OBJ_CORE);
-    const bool launcher_bound = hwloc_bitmap_isequal(allowed, hwloc_topology_get_allowed_cpuset(handle)) == 0;
+    const bool launcher_bound =
+        hwloc_bitmap_isequal(allowed, hwloc_topology_get_allowed_cpuset(handle)) == 0;
     const int ranks_sharing = launcher_bound ? 1 : request.local_ranks;
     const int share = cores / ranks_sharing;
     if (share < 1 || share < setup.threads) {

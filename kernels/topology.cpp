@@ -91,7 +91,8 @@ std::vector<NumaNodeInfo> Topology::numa_nodes() const {
   std::vector<NumaNodeInfo> nodes;
   const int n = hwloc_get_nbobjs_by_type(topology_, HWLOC_OBJ_NUMANODE);
   for (int i = 0; i < n; ++i) {
-    hwloc_obj_t obj = hwloc_get_obj_by_type(topology_, HWLOC_OBJ_NUMANODE, static_cast<unsigned>(i));
+    hwloc_obj_t obj =
+        hwloc_get_obj_by_type(topology_, HWLOC_OBJ_NUMANODE, static_cast<unsigned>(i));
     NumaNodeInfo info;
     info.logical_index = i;
     info.os_index = obj->os_index;
@@ -114,7 +115,8 @@ std::optional<int> Topology::numa_node_of_cpuset(hwloc_const_cpuset_t cpuset) co
   if (hwloc_bitmap_iszero(cpuset)) return std::nullopt;
   const int n = hwloc_get_nbobjs_by_type(topology_, HWLOC_OBJ_NUMANODE);
   for (int i = 0; i < n; ++i) {
-    hwloc_obj_t obj = hwloc_get_obj_by_type(topology_, HWLOC_OBJ_NUMANODE, static_cast<unsigned>(i));
+    hwloc_obj_t obj =
+        hwloc_get_obj_by_type(topology_, HWLOC_OBJ_NUMANODE, static_cast<unsigned>(i));
     if (hwloc_bitmap_isincluded(cpuset, obj->cpuset)) return i;
   }
   return std::nullopt;

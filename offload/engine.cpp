@@ -154,10 +154,11 @@ Status OffloadEngine::enqueue(Kind kind, std::uint64_t id, std::vector<Region> r
       } else {
         for (std::size_t i = 0; i < regions.size() && mismatch.ok(); ++i)
           if (regions[i].bytes != entry.sizes[i])
-            mismatch = error(StatusCode::invalid_argument,
-                             what + ": region " + std::to_string(i) + " has " +
-                                 std::to_string(regions[i].bytes) + " bytes, but it was evicted with " +
-                                 std::to_string(entry.sizes[i]));
+            mismatch =
+                error(StatusCode::invalid_argument, what + ": region " + std::to_string(i) +
+                                                        " has " + std::to_string(regions[i].bytes) +
+                                                        " bytes, but it was evicted with " +
+                                                        std::to_string(entry.sizes[i]));
       }
       if (!mismatch.ok()) {
         forget_if_idle(id);
@@ -234,7 +235,8 @@ Status OffloadEngine::execute_evict(const Request& request, std::vector<std::uin
 
 Status OffloadEngine::execute_prefetch(const Request& request, bool stored,
                                        const std::vector<std::uint32_t>& crcs) {
-  const std::string what = "prefetching " + stash(request.id) + " from the " + tier_->name() + " tier";
+  const std::string what =
+      "prefetching " + stash(request.id) + " from the " + tier_->name() + " tier";
   if (!stored)
     return error(StatusCode::internal,
                  what + ": nothing is stored (its evict failed; wait() on it reported why)");

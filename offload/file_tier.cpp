@@ -179,8 +179,8 @@ Status FileTier::write_all(int fd, std::vector<struct iovec> iov, std::size_t of
   const int err = move_all(true, fd, iov, offset);
   if (err == 0) return Status::success();
   return error(StatusCode::io_error,
-               "writing stash " + std::to_string(id) + " to a file in " + dir_ + " failed at byte " +
-                   std::to_string(offset) + " (" + std::strerror(err) +
+               "writing stash " + std::to_string(id) + " to a file in " + dir_ +
+                   " failed at byte " + std::to_string(offset) + " (" + std::strerror(err) +
                    "): free space there or set offload.dir to a larger file system");
 }
 
@@ -191,7 +191,8 @@ Status FileTier::read_all(int fd, std::vector<struct iovec> iov, std::size_t off
   return error(StatusCode::io_error,
                "reading stash " + std::to_string(id) + " from its file in " + dir_ +
                    " failed at byte " + std::to_string(offset) + " (" +
-                   (err == ENODATA ? "the file is shorter than written" : std::strerror(err)) + ")");
+                   (err == ENODATA ? "the file is shorter than written" : std::strerror(err)) +
+                   ")");
 }
 
 // Heads and rests, packed back to back through staging. Each staging block goes out whole
@@ -316,7 +317,8 @@ std::string FileTier::file_of(std::uint64_t id) const {
   return it == files_.end() ? "" : "/proc/self/fd/" + std::to_string(it->second.fd);
 }
 
-std::int64_t FileTier::file_offset_of(std::uint64_t id, std::size_t region, std::size_t byte) const {
+std::int64_t FileTier::file_offset_of(std::uint64_t id, std::size_t region,
+                                      std::size_t byte) const {
   auto it = files_.find(id);
   if (it == files_.end() || region >= it->second.pieces.size()) return -1;
   const Piece& piece = it->second.pieces[region];

@@ -85,11 +85,12 @@ Result<std::unique_ptr<PeerTier>> PeerTier::create(MPI_Comm comm, int peer,
                     "peer tier: agreeing on the space to lend"));
   if (first_failed < size) {
     if (reserved) ledger.release(MemoryCategory::offload_staging, my_lent);
-    return error(StatusCode::memory_cap,
-                 "peer tier: rank " + std::to_string(first_failed) + " cannot lend " +
-                     format_bytes(static_cast<std::size_t>(lent[static_cast<std::size_t>(first_failed)])) +
-                     " to its clients within its memory cap: lower the peer capacity or raise "
-                     "that rank's memory cap");
+    return error(
+        StatusCode::memory_cap,
+        "peer tier: rank " + std::to_string(first_failed) + " cannot lend " +
+            format_bytes(static_cast<std::size_t>(lent[static_cast<std::size_t>(first_failed)])) +
+            " to its clients within its memory cap: lower the peer capacity or raise "
+            "that rank's memory cap");
   }
 
   std::unique_ptr<PeerTier> tier(new PeerTier(peer, static_cast<std::size_t>(capacity)));

@@ -137,7 +137,8 @@ Result<Schedule> receive_stashes_on_arrival(const Schedule& schedule) {
       int at = 0;
       for (int j = 0; j < i; ++j) {
         const Instruction& prior = list[static_cast<std::size_t>(j)];
-        if (is_compute(prior.op) && times[static_cast<std::size_t>(j)].start_s < arrives) at = j + 1;
+        if (is_compute(prior.op) && times[static_cast<std::size_t>(j)].start_s < arrives)
+          at = j + 1;
       }
       while (at < i && is_send(list[static_cast<std::size_t>(at)].op)) ++at;
       at = std::max(at, floor);

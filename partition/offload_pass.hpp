@@ -24,7 +24,8 @@
 //             overlap the copy back; when that would be before the Offload, it goes right
 //             after it.
 // A forward-only rank's stashes leave with SendStash and are never offloaded there.
-// keep = 0 offloads every stash; a keep of offload_keep_limit() or more offloads none. GPipe with m = 8 and keep = 1 keeps only the last microbatch's stash.
+// keep = 0 offloads every stash; a keep of offload_keep_limit() or more offloads none. GPipe with m
+// = 8 and keep = 1 keeps only the last microbatch's stash.
 //
 // What it guarantees (validate()'s max_resident_stashes, which counts a stash from F to W
 // except between Offload and Prefetch):

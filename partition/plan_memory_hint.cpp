@@ -23,8 +23,10 @@ std::string node_memory_warning(const PipelineLayout& layout,
   const int node = topology.node_of[static_cast<std::size_t>(worst_rank)];
   return "warning: rank " + std::to_string(worst_rank) + " (pipeline rank " +
          std::to_string(worst_pipeline_rank) + ") is predicted to peak at " +
-         format_bytes(static_cast<std::size_t>(peak_bytes[static_cast<std::size_t>(worst_pipeline_rank)])) +
-         ", more than the " + format_bytes(static_cast<std::size_t>(topology.memory_per_rank(worst_rank))) +
+         format_bytes(
+             static_cast<std::size_t>(peak_bytes[static_cast<std::size_t>(worst_pipeline_rank)])) +
+         ", more than the " +
+         format_bytes(static_cast<std::size_t>(topology.memory_per_rank(worst_rank))) +
          " per rank that hwloc reports for node " + std::to_string(node) + " (" +
          std::to_string(topology.ranks_on_node(node)) +
          " ranks); set memory.cap to plan within it, or use more ranks";

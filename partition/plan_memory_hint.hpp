@@ -14,8 +14,8 @@
 namespace spw::sched {
 
 // "" when every rank's predicted peak (`peak_bytes[list]`, the pipeline rank, the largest
-// over the replicas) is within its node's memory per rank, or when no node facts are known; else one
-// line naming the rank whose peak exceeds its share by the largest factor.
+// over the replicas) is within its node's memory per rank, or when no node facts are known; else
+// one line naming the rank whose peak exceeds its share by the largest factor.
 std::string node_memory_warning(const PipelineLayout& layout,
                                 const std::vector<std::int64_t>& peak_bytes,
                                 const RankTopology& topology);

@@ -381,12 +381,13 @@ void Search::add_minmax_partitions(Shape& s, int mapping, std::vector<int>& part
     s.plain_split = {-3, -3};
     std::vector<StageRange> witness =
         min_max_partition(n_, P * v, plain, [](int, int, int) { return true; }, 32);
-    const std::int64_t peak = witness.empty() ? pruned_peak_ : memory_bound(s, witness, variants > 1);
+    const std::int64_t peak =
+        witness.empty() ? pruned_peak_ : memory_bound(s, witness, variants > 1);
     if (!witness.empty() && peak < pruned_peak_) {
       pruned_peak_ = peak;
       s.partitions.push_back(std::move(witness));
-      pruned_ = {0, static_cast<int>(&s - shapes_.data()), static_cast<int>(s.partitions.size()) - 1,
-                 mapping};
+      pruned_ = {0, static_cast<int>(&s - shapes_.data()),
+                 static_cast<int>(s.partitions.size()) - 1, mapping};
     }
   }
 }
@@ -454,7 +455,8 @@ Result<Evaluated> Search::evaluate(const Shape& s, const PipelineLayout& l, doub
     e.prediction.iteration_s = at_least;
     e.prediction.bubble_fraction = at_least > 0 ? 1 - busy / (s.lists() * at_least) : 0;
     for (int r = 0; r < s.lists(); ++r)
-      e.prediction.peak_memory_bytes.push_back(memory_estimate(s.facts, stages, r, l.receive_lookahead));
+      e.prediction.peak_memory_bytes.push_back(
+          memory_estimate(s.facts, stages, r, l.receive_lookahead));
   }
   e.peak = *std::max_element(e.prediction.peak_memory_bytes.begin(),
                              e.prediction.peak_memory_bytes.end());
@@ -661,15 +663,16 @@ Result<Plan> Search::run() {
         resident += s.blocks->stage(range).parameter_bytes;
     }
     const std::int64_t moving = smallest_->second.peak - resident;
-    found = "the smallest peak found is " + bytes_text(smallest_->second.peak) +
-            " on pipeline rank " + std::to_string(rank) + " (" + s.name() +
-            (o.tier != OffloadTier::none ? ", offload " + offload_text(o) : "") +
-            "), the smallest cap known to fit; " +
-            (resident >= moving
-                 ? "parameters, gradients and optimizer state dominate it (" + bytes_text(resident) +
-                       "; stashes and transfer buffers " + bytes_text(moving) + ")"
-                 : "activation stashes and transfer buffers dominate it (" + bytes_text(moving) +
-                       "; parameters, gradients and optimizer state " + bytes_text(resident) + ")");
+    found =
+        "the smallest peak found is " + bytes_text(smallest_->second.peak) + " on pipeline rank " +
+        std::to_string(rank) + " (" + s.name() +
+        (o.tier != OffloadTier::none ? ", offload " + offload_text(o) : "") +
+        "), the smallest cap known to fit; " +
+        (resident >= moving
+             ? "parameters, gradients and optimizer state dominate it (" + bytes_text(resident) +
+                   "; stashes and transfer buffers " + bytes_text(moving) + ")"
+             : "activation stashes and transfer buffers dominate it (" + bytes_text(moving) +
+                   "; parameters, gradients and optimizer state " + bytes_text(resident) + ")");
   }
   return error(StatusCode::memory_cap,
                "planner: no plan keeps every rank within the memory cap of " + bytes_text(cap()) +
@@ -702,7 +705,8 @@ std::string Search::layout_reason(const Candidate& c, const Evaluated& e) const 
            " against " + seconds_text(rival.best->second.prediction.iteration_s) +
            " for the best " + rival_name + " plan found (" +
            shapes_[index(rival.best->first.shape)].name() + ")";
-  if (rival.candidates > 0 && unexplored_bound_[index(other)] < std::numeric_limits<double>::infinity())
+  if (rival.candidates > 0 &&
+      unexplored_bound_[index(other)] < std::numeric_limits<double>::infinity())
     return "layout: " + chosen + ", predicted " + seconds_text(e.prediction.iteration_s) +
            "; no " + rival_name + " plan can take less than " +
            seconds_text(unexplored_bound_[index(other)]) + " (lower bound)";
@@ -747,11 +751,11 @@ Plan Search::finish(const Candidate& c, const Evaluated& e, bool exact, const ch
   const auto peak = std::max_element(plan.peak_memory_bytes.begin(), plan.peak_memory_bytes.end());
   const int at = static_cast<int>(peak - plan.peak_memory_bytes.begin());
   char numbers[256];
-  std::snprintf(numbers, sizeof numbers, "bubble %.1f%%; no mapping of ranks is more than %.1f%% faster",
-                100 * plan.bubble_fraction,
-                plan.mapping_lower_bound_s > 0
-                    ? 100 * (plan.iteration_s / plan.mapping_lower_bound_s - 1)
-                    : 0.0);
+  std::snprintf(
+      numbers, sizeof numbers, "bubble %.1f%%; no mapping of ranks is more than %.1f%% faster",
+      100 * plan.bubble_fraction,
+      plan.mapping_lower_bound_s > 0 ? 100 * (plan.iteration_s / plan.mapping_lower_bound_s - 1)
+                                     : 0.0);
   std::string offload;
   if (plan.offload.tier != OffloadTier::none) {
     char text[192];

@@ -109,8 +109,8 @@ struct Plan : PipelineLayout {
 
 // invalid_argument for a bad profile, topology, global batch (< 1), cap (< 1), receive
 // lookahead (< 0), schedule name, "pipefb" among the schedules with layout classic, limit,
-// offload tier (host, none) or file bandwidth; memory_cap when no candidate fits, naming the smallest peak found and
-// what to change.
+// offload tier (host, none) or file bandwidth; memory_cap when no candidate fits, naming the
+// smallest peak found and what to change.
 Result<Plan> make_plan(const PlanRequest& request);
 
 }  // namespace spw::sched

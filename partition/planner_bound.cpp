@@ -58,7 +58,8 @@ ScheduleFacts schedule_facts(const Schedule& s) {
     for (std::size_t i = 0; i < list.size(); ++i) {
       const Instruction& in = list[i];
       const std::size_t cell = index(r * s.chunks + in.chunk);
-      if (in.op == Op::forward) f.max_live[cell] = std::max(f.max_live[cell], ++live[index(in.chunk)]);
+      if (in.op == Op::forward)
+        f.max_live[cell] = std::max(f.max_live[cell], ++live[index(in.chunk)]);
       if (in.op == Op::backward_weight) {
         --live[index(in.chunk)];
         f.last_w_chunk[index(r)] = in.chunk;
@@ -133,10 +134,14 @@ double split_lower_bound(const ScheduleFacts& f, const std::vector<StageCost>& s
   std::vector<double> start(index(P), 0), down(index(P), 0), up(index(P), 0);
   for (int s = 1; s < P; ++s) {
     const StageCost& prev = stages[index(s - 1)];
-    start[index(s)] = start[index(s - 1)] + prev.forward_s + transfer_s(act[index(s - 1)], prev.activation_bytes);
-    down[index(s)] = down[index(s - 1)] + transfer_s(grad[index(s - 1)], prev.activation_bytes) + bw(s - 1);
+    start[index(s)] =
+        start[index(s - 1)] + prev.forward_s + transfer_s(act[index(s - 1)], prev.activation_bytes);
+    down[index(s)] =
+        down[index(s - 1)] + transfer_s(grad[index(s - 1)], prev.activation_bytes) + bw(s - 1);
   }
-  const auto stash_s = [&](int s) { return transfer_s(link(stash, s), stages[index(s)].stash_bytes); };
+  const auto stash_s = [&](int s) {
+    return transfer_s(link(stash, s), stages[index(s)].stash_bytes);
+  };
   const auto back_s = [&](int s) {  // the reduce, the step, the parameters home
     return stages[index(s)].reduce_grads_s + step +
            transfer_s(link(params, s), stages[index(s)].parameter_bytes);
@@ -144,8 +149,9 @@ double split_lower_bound(const ScheduleFacts& f, const std::vector<StageCost>& s
   for (int s = P - 1; s >= 0; --s) {
     up[index(s)] = start[index(s)] + stages[index(s)].forward_s + stash_s(s);
     if (s + 1 < P)
-      up[index(s)] = std::max(up[index(s)], up[index(s + 1)] + bw(s + 1) +
-                                                 transfer_s(grad[index(s)], stages[index(s)].activation_bytes));
+      up[index(s)] =
+          std::max(up[index(s)], up[index(s + 1)] + bw(s + 1) +
+                                     transfer_s(grad[index(s)], stages[index(s)].activation_bytes));
   }
   double bound = 0, top = bw(P - 1) + stash_s(P - 1);  // from the end of F_s to W on B_{P-1}
   for (int s = P - 1; s >= 0; --s) {

@@ -177,7 +177,8 @@ double Ring::seconds(std::int64_t bytes) const {
   if (slowest_.empty()) return 0;
   double step = 0;
   for (const Link& l : slowest_)
-    step = std::max(step, l.latency_s + static_cast<double>(bytes) / (size_ * l.bandwidth_bytes_per_s));
+    step = std::max(step,
+                    l.latency_s + static_cast<double>(bytes) / (size_ * l.bandwidth_bytes_per_s));
   return 2 * (size_ - 1) * step;
 }
 
@@ -258,9 +259,9 @@ std::vector<StageCost> stage_costs(const BlockSums& blocks, const RankTopology& 
     if (l.replicas < 2) {
       sc.reduce_grads_s = 0;
     } else if (ideal) {
-      sc.reduce_grads_s =
-          2 * (R - 1) *
-          (best.latency_s + static_cast<double>(sc.gradient_bytes) / (R * best.bandwidth_bytes_per_s));
+      sc.reduce_grads_s = 2 * (R - 1) *
+                          (best.latency_s + static_cast<double>(sc.gradient_bytes) /
+                                                (R * best.bandwidth_bytes_per_s));
     } else {
       sc.reduce_grads_s =
           rings[index(l.backward_list_of(static_cast<int>(s)))].seconds(sc.gradient_bytes);
@@ -278,8 +279,9 @@ double optimizer_step_s(const BlockSums& blocks, const PipelineLayout& l) {
   const std::int64_t total = blocks.parameter.back();
   const std::int64_t most = *std::max_element(rank_params.begin(), rank_params.end());
   // Without parameters the step is bookkeeping only: split it evenly.
-  return total > 0 ? blocks.optimizer_step_s * static_cast<double>(most) / static_cast<double>(total)
-                   : blocks.optimizer_step_s / l.pipeline_ranks;
+  return total > 0
+             ? blocks.optimizer_step_s * static_cast<double>(most) / static_cast<double>(total)
+             : blocks.optimizer_step_s / l.pipeline_ranks;
 }
 
 MemoryModel memory_model(const PipelineLayout& l) {
@@ -347,8 +349,9 @@ Result<Prediction> predict(const Schedule& schedule, const BlockSums& blocks,
     if (reserved.empty() && !ideal)
       reserved = offload_reserved_bytes(layout, costs.stages, sim.max_live_stashes);
     for (std::size_t p = 0; p < out.peak_memory_bytes.size(); ++p)
-      out.peak_memory_bytes[p] = std::max(out.peak_memory_bytes[p],
-                                          sim.peak_memory_bytes[p] + (reserved.empty() ? 0 : reserved[p]));
+      out.peak_memory_bytes[p] =
+          std::max(out.peak_memory_bytes[p],
+                   sim.peak_memory_bytes[p] + (reserved.empty() ? 0 : reserved[p]));
     seen.push_back(std::move(costs));
   }
   return out;

@@ -6,13 +6,13 @@
 // its last block's. Its stash adds to the blocks' saved state the stage's input and every
 // block output inside the stage (what the executor's slot keeps and SendStash moves), its
 // backward bytes add their gradients to the blocks' backward buffers; its workspace is the
-// blocks' sum and its scratch their largest. A stage's ReduceGrads is a ring all-reduce of its gradient bytes over the
-// R ranks holding it in the R replicas, in replica order: 2(R-1) steps each moving bytes/R
-// over every ring link at once, so each step takes the slowest ring link's
-// latency + bytes / (R * bandwidth), over the ranks running the stage's backwards. Links
-// between the ranks of one replica come from the topology; replicas can differ, so each
-// replica has its own CostModel. With an offload tier the stages also get offload and
-// prefetch seconds, and ranks the memory the tier reserves (planner_offload.hpp).
+// blocks' sum and its scratch their largest. A stage's ReduceGrads is a ring all-reduce of its
+// gradient bytes over the R ranks holding it in the R replicas, in replica order: 2(R-1) steps each
+// moving bytes/R over every ring link at once, so each step takes the slowest ring link's latency +
+// bytes / (R * bandwidth), over the ranks running the stage's backwards. Links between the ranks of
+// one replica come from the topology; replicas can differ, so each replica has its own CostModel.
+// With an offload tier the stages also get offload and prefetch seconds, and ranks the memory the
+// tier reserves (planner_offload.hpp).
 #pragma once
 
 #include <cstdint>

@@ -144,7 +144,8 @@ std::string measured_with(const ModelProfile& profile) {
 Status check_profile_matches(const ModelProfile& profile, const std::string& model,
                              const std::vector<std::string>& block_names,
                              std::int64_t microbatch_samples, const std::string& source) {
-  const std::string remedy = ": profile this job with `spillway profile CONFIG` or omit the profile";
+  const std::string remedy =
+      ": profile this job with `spillway profile CONFIG` or omit the profile";
   if (profile.model != model)
     return bad(source + " was made for the model \"" + profile.model + "\", not the job's \"" +
                model + "\"" + remedy);
@@ -187,7 +188,8 @@ Result<ModelProfile> median_profile(const std::vector<ModelProfile>& measured) {
       if (a.name != b.name || a.stash_bytes != b.stash_bytes ||
           a.backward_bytes != b.backward_bytes || a.workspace_bytes != b.workspace_bytes ||
           a.activation_bytes != b.activation_bytes || a.parameter_bytes != b.parameter_bytes ||
-          a.gradient_bytes != b.gradient_bytes || a.optimizer_state_bytes != b.optimizer_state_bytes)
+          a.gradient_bytes != b.gradient_bytes ||
+          a.optimizer_state_bytes != b.optimizer_state_bytes)
         return bad(which + "differs from profile 0 in block " + std::to_string(i) + " (" + a.name +
                    ") beyond its times");
     }
@@ -307,8 +309,9 @@ Result<ModelProfile> profile_from_json(std::string_view text, const std::string&
   SPW_ASSIGN_OR_RETURN(const json* blocks, member(root, "blocks", where));
   if (!blocks->is_array()) return bad(where + "\"blocks\" must be an array");
   for (std::size_t i = 0; i < blocks->size(); ++i) {
-    SPW_ASSIGN_OR_RETURN(BlockProfile block,
-                         block_from_json((*blocks)[i], where + "block " + std::to_string(i) + ": "));
+    SPW_ASSIGN_OR_RETURN(
+        BlockProfile block,
+        block_from_json((*blocks)[i], where + "block " + std::to_string(i) + ": "));
     profile.blocks.push_back(std::move(block));
   }
   const Status checked = check_profile(profile);

@@ -105,9 +105,9 @@ Result<ModelProfile> median_profile(const std::vector<ModelProfile>& measured);
 // The profile.json format: {"version": 2, "model": "...", "microbatch_samples": 4,
 // "threads": 2, "host": "node17", "blas_kernels": "skx", "optimizer_step_s": 0.01, "blocks":
 // [{"name": "embed", "forward_s": ..., every field of BlockProfile}]}. Every block key is
-// required; "model", "host", "blas_kernels" and "optimizer_step_s" are optional. Version 1 (no "version" key) counted a block's saved
-// state, backward buffers and output with its gradient as one stash and had no workspace
-// or scratch: it is refused with a message to profile again.
+// required; "model", "host", "blas_kernels" and "optimizer_step_s" are optional. Version 1 (no
+// "version" key) counted a block's saved state, backward buffers and output with its gradient as
+// one stash and had no workspace or scratch: it is refused with a message to profile again.
 inline constexpr int kProfileVersion = 2;
 std::string profile_to_json(const ModelProfile& profile);
 // `source` names the text in errors (a path, or "profile"); the result is also checked.

@@ -72,7 +72,8 @@ Result<std::vector<double>> matrix(const json& root, const char* key, int n,
 // An integer member >= 0 of a node-facts object; `optional` ones default to 0 (or "").
 Result<std::int64_t> count_of(const json& object, const char* key, const std::string& where) {
   const auto it = object.find(key);
-  if (it == object.end()) return error(StatusCode::not_found, where + "missing key \"" + key + "\"");
+  if (it == object.end())
+    return error(StatusCode::not_found, where + "missing key \"" + key + "\"");
   if (!it->is_number_integer() || it->get<std::int64_t>() < 0)
     return bad(where + "\"" + key + "\" must be an integer >= 0, got " + it->dump());
   return it->get<std::int64_t>();
@@ -173,7 +174,8 @@ Status check_topology(const RankTopology& t) {
   for (std::size_t i = 0; i < t.nodes.size(); ++i) {
     const NodeFacts& node = t.nodes[i];
     const std::string where = "topology: node " + std::to_string(i) + " ";
-    if (node.cores < 0) return bad(where + "cores = " + std::to_string(node.cores) + " must be >= 0");
+    if (node.cores < 0)
+      return bad(where + "cores = " + std::to_string(node.cores) + " must be >= 0");
     for (std::size_t k = 0; k < node.numa.size(); ++k)
       if (node.numa[k].memory_bytes < 0 || node.numa[k].cores < 0)
         return bad(where + "NUMA node " + std::to_string(k) + ": memory_bytes = " +
@@ -274,7 +276,8 @@ Result<RankTopology> topology_from_spec(std::string_view spec) {
       if (!cores) return bad(quoted + "cores must be a whole number, got \"" + value + "\"");
     } else if (key == "memory") {
       Result<std::size_t> bytes = parse_bytes(value);
-      if (!bytes.ok() || *bytes > static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max()))
+      if (!bytes.ok() ||
+          *bytes > static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max()))
         return bad(quoted + "memory must be a byte count such as 256GiB, got \"" + value + "\"");
       memory = static_cast<std::int64_t>(*bytes);
     } else {
@@ -349,7 +352,8 @@ Result<RankTopology> topology_from_json(std::string_view text, const std::string
   }
   SPW_ASSIGN_OR_RETURN(const std::vector<double> bandwidth,
                        matrix(root, "bandwidth_bytes_per_s", t.ranks, where));
-  SPW_ASSIGN_OR_RETURN(const std::vector<double> latency, matrix(root, "latency_s", t.ranks, where));
+  SPW_ASSIGN_OR_RETURN(const std::vector<double> latency,
+                       matrix(root, "latency_s", t.ranks, where));
   if (const auto nodes = root.find("nodes"); nodes != root.end()) {
     SPW_ASSIGN_OR_RETURN(t.nodes, nodes_from_json(*nodes, where));
   }

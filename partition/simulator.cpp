@@ -324,7 +324,8 @@ Simulation Clock::run() {
     }
     for (std::size_t i = 0; i < s_.lists[r].size(); ++i) {
       const Instruction& in = s_.lists[r][i];
-      if (is_send(in.op)) replay.taken[i] = taken(*transfer_of(s_, index_, static_cast<int>(r), in), in.peer);
+      if (is_send(in.op))
+        replay.taken[i] = taken(*transfer_of(s_, index_, static_cast<int>(r), in), in.peer);
       if (is_recv(in.op))
         replay.receives.emplace_back(replay.after[i],
                                      issued(*transfer_of(s_, index_, static_cast<int>(r), in)));

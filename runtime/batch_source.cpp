@@ -84,7 +84,8 @@ class ImageSource final : public BatchSource {
     return std::unique_ptr<BatchSource>(new ImageSource(std::move(test), dir_));
   }
   std::string describe() const override {
-    return "Fashion-MNIST " + images_.images_path + " (" + std::to_string(images_.rows) + " images)";
+    return "Fashion-MNIST " + images_.images_path + " (" + std::to_string(images_.rows) +
+           " images)";
   }
 
  private:

@@ -123,7 +123,8 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     // The library reports failures as Status; what still escapes (bad_alloc from a
     // container, say) is this rank's alone.
-    status = spw::error(spw::StatusCode::internal, std::string("unexpected exception: ") + e.what());
+    status =
+        spw::error(spw::StatusCode::internal, std::string("unexpected exception: ") + e.what());
     scope = spw::FailureScope::this_rank;
   }
   if (status.ok()) return stopped ? spw::kExitStopped : 0;

@@ -112,7 +112,8 @@ Result<RunEnd> train_opened_job(const JobConfig& job, const TrainCommand& comman
   record.elapsed_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  SPW_ASSIGN_OR_RETURN(nlohmann::json pipeline, pipeline_report(*executor, comm, links, nodes.node_of));
+  SPW_ASSIGN_OR_RETURN(nlohmann::json pipeline,
+                       pipeline_report(*executor, comm, links, nodes.node_of));
   SPW_ASSIGN_OR_RETURN(std::vector<TraceEvent> events, gather_trace(*executor, comm));
   SPW_ASSIGN_OR_RETURN(GatheredTimeByOp op_times, gather_time_by_op(op_times_per_step, comm));
   const RunEnd end = stopped ? RunEnd::stopped : RunEnd::completed;

@@ -126,7 +126,8 @@ Status PipelineExecutor::setup(const PipelineSettings& settings, MPI_Comm world)
 
   SPW_ASSIGN_OR_RETURN(data_, open_batch_source(train.data, train.model, train.seed));
   const std::int64_t batch = train.batch;
-  total_steps_ = train.steps > 0 ? train.steps : train.epochs * (data_->samples_per_epoch() / batch);
+  total_steps_ =
+      train.steps > 0 ? train.steps : train.epochs * (data_->samples_per_epoch() / batch);
   if (total_steps_ < 1) {
     return error(StatusCode::invalid_argument,
                  "the job has no steps: set train.steps, or train.epochs with a data set "

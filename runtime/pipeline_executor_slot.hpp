@@ -21,7 +21,12 @@ struct PipelineExecutor::Slot {
   bool stash_sent = false;  // a forward-only chunk's slot is done once its stash has left
   // Where the stash is: resident, being copied out (its memory still held), out on the
   // capacity tier (its tensors given back, their places kept), or being copied back.
-  enum class Residency { resident, evicting, offloaded, prefetching } residency = Residency::resident;
+  enum class Residency {
+    resident,
+    evicting,
+    offloaded,
+    prefetching
+  } residency = Residency::resident;
   std::vector<StashEntry> offloaded;  // stash tensors given back while out
   double transfer_started = 0;
 };

@@ -52,7 +52,8 @@ std::vector<PipelineExecutor::StashEntry> PipelineExecutor::stash_entries(const 
 
 std::size_t PipelineExecutor::bytes_of(const std::vector<StashEntry>& entries) {
   std::size_t bytes = 0;
-  for (const StashEntry& e : entries) bytes += static_cast<std::size_t>(e.shape.numel()) * sizeof(float);
+  for (const StashEntry& e : entries)
+    bytes += static_cast<std::size_t>(e.shape.numel()) * sizeof(float);
   return bytes;
 }
 
@@ -62,7 +63,8 @@ Stash& PipelineExecutor::stash_holding(Slot& s, const StashEntry& e) {
 
 std::vector<Tensor*> PipelineExecutor::stash_tensors(Slot& s, int chunk) {
   std::vector<Tensor*> tensors;
-  for (const StashEntry& e : stash_entries(s, chunk)) tensors.push_back(&stash_holding(s, e).at(e.index));
+  for (const StashEntry& e : stash_entries(s, chunk))
+    tensors.push_back(&stash_holding(s, e).at(e.index));
   return tensors;
 }
 

@@ -181,7 +181,8 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
   mine.push_back(median_after_first(allocated));
   const LedgerSnapshot memory = MemoryLedger::process().snapshot();
   mine.push_back(static_cast<double>(memory.peak_total));
-  for (MemoryCategory c : kAllMemoryCategories) mine.push_back(static_cast<double>(memory.peak_of(c)));
+  for (MemoryCategory c : kAllMemoryCategories)
+    mine.push_back(static_cast<double>(memory.peak_of(c)));
   mine.push_back(static_cast<double>(peak_resident_bytes()));
   for (std::size_t c = 0; c < v; ++c) {
     const ChunkTiming& t = executor.chunk_timings()[c];
@@ -205,7 +206,9 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
                        offload_rate_by_node(offload, world, executor.world_rank(), node_of));
   if (executor.world_rank() != 0) return nlohmann::json();
 
-  auto at = [&](int rank, std::size_t i) { return all[static_cast<std::size_t>(rank) * stride + i]; };
+  auto at = [&](int rank, std::size_t i) {
+    return all[static_cast<std::size_t>(rank) * stride + i];
+  };
   const std::size_t medians = 2 * steps;
   const std::size_t offload_at = medians + 4;
   const std::size_t sent_at = offload_at + 12;
@@ -293,9 +296,10 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
                                                                 : place.backward_chunk);
         double value = at(r, chunks_at + c * kChunkFields + f);
         if (f == 4) {
-          value = std::max(value, at(forward_rank, chunks_at +
-                                                       static_cast<std::size_t>(place.forward_chunk) *
-                                                           kChunkFields + f));
+          value = std::max(
+              value,
+              at(forward_rank,
+                 chunks_at + static_cast<std::size_t>(place.forward_chunk) * kChunkFields + f));
         }
         values[f] += value / layout.replicas;
       }
@@ -334,7 +338,8 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
   // known here, so the prediction leaves them out (the planner's has them, from a profile).
   for (int s = 0; s < S; ++s) {
     sched::StageCost& cost = costs.stages[static_cast<std::size_t>(s)];
-    const std::int64_t input = s > 0 ? costs.stages[static_cast<std::size_t>(s - 1)].activation_bytes : 0;
+    const std::int64_t input =
+        s > 0 ? costs.stages[static_cast<std::size_t>(s - 1)].activation_bytes : 0;
     const std::int64_t output = s + 1 < S ? cost.activation_bytes : 0;
     cost.backward_bytes = input;
     cost.stash_bytes = std::max<std::int64_t>(0, cost.stash_bytes - 2 * output - input);

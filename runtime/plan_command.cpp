@@ -41,8 +41,8 @@ Result<sched::RankTopology> this_node_topology(int ranks, const std::string& out
                                                std::string& links) {
   const std::string host = processor_name();
   SPW_ASSIGN_OR_RETURN(sched::NodeFacts facts, this_node_facts(host));
-  const std::string cache =
-      topology_cache_path(output_dir, std::vector<std::string>(static_cast<std::size_t>(ranks), host));
+  const std::string cache = topology_cache_path(
+      output_dir, std::vector<std::string>(static_cast<std::size_t>(ranks), host));
   if (std::filesystem::exists(cache)) {
     auto cached = sched::read_topology(cache);
     if (cached.ok() && cached->ranks == ranks) {
@@ -92,7 +92,8 @@ Status run_plan_command(const PlanCommand& command) {
                  " ranks: give the same count");
     }
   } else {
-    SPW_ASSIGN_OR_RETURN(topology, this_node_topology(command.ranks, job.output.dir, sources.links));
+    SPW_ASSIGN_OR_RETURN(topology,
+                         this_node_topology(command.ranks, job.output.dir, sources.links));
   }
 
   const std::int64_t samples = job_microbatch_samples(settings);
@@ -105,8 +106,8 @@ Status run_plan_command(const PlanCommand& command) {
     SPW_TRY(sched::check_profile_matches(profile, profiled.model.describe(),
                                          profiled.model.block_names(), samples,
                                          command.profile_path));
-    sources.profile =
-        "read from " + command.profile_path + " (measured with " + sched::measured_with(profile) + ")";
+    sources.profile = "read from " + command.profile_path + " (measured with " +
+                      sched::measured_with(profile) + ")";
   } else {
     // The threads one rank would get where rank 0 sits.
     ThreadRequest threads;

@@ -12,8 +12,9 @@ namespace {
 Result<sched::ModelProfile> median_of_texts(const std::vector<std::string>& texts) {
   std::vector<sched::ModelProfile> profiles;
   for (std::size_t r = 0; r < texts.size(); ++r) {
-    SPW_ASSIGN_OR_RETURN(sched::ModelProfile profile,
-                         sched::profile_from_json(texts[r], "profile of rank " + std::to_string(r)));
+    SPW_ASSIGN_OR_RETURN(
+        sched::ModelProfile profile,
+        sched::profile_from_json(texts[r], "profile of rank " + std::to_string(r)));
     profiles.push_back(std::move(profile));
   }
   return sched::median_profile(profiles);

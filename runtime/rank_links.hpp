@@ -16,8 +16,9 @@ namespace spw {
 
 // Collective over `comm`. Pairs meet in a round-robin tournament (n - 1 rounds of disjoint
 // pairs), each pair exchanging 8 bytes (latency, best of 10) and `message_bytes` or
-// kLinkProbeMinimumBytes, whichever is more (bandwidth, best of 3); links are symmetric. Nodes are told apart by MPI's processor name;
-// each node's facts come from its lowest rank's hwloc (none when any such rank's fails).
+// kLinkProbeMinimumBytes, whichever is more (bandwidth, best of 3); links are symmetric. Nodes are
+// told apart by MPI's processor name; each node's facts come from its lowest rank's hwloc (none
+// when any such rank's fails).
 Result<sched::RankTopology> measure_rank_topology(MPI_Comm comm, std::int64_t message_bytes);
 
 // Where the topology of ranks on `hosts` (MPI processor names, one per rank) is cached in

@@ -22,7 +22,8 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainSettings& settings) 
 
   auto trainer = std::unique_ptr<Trainer>(new Trainer());
   trainer->settings_ = settings;
-  SPW_ASSIGN_OR_RETURN(trainer->data_, open_batch_source(settings.data, settings.model, settings.seed));
+  SPW_ASSIGN_OR_RETURN(trainer->data_,
+                       open_batch_source(settings.data, settings.model, settings.seed));
   SPW_ASSIGN_OR_RETURN(trainer->model_, Model::build(settings.model));
   SPW_TRY(trainer->model_->init_parameters(settings.seed));
   trainer->total_steps_ = settings.steps > 0 ? settings.steps

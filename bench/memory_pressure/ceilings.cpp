@@ -301,7 +301,8 @@ Options parse(int argc, char** argv) {
     else if (flag == "--bytes") o.bytes = parse_size(flag, value);
     else if (flag == "--file-bytes") o.file_bytes = parse_size(flag, value);
     else if (flag == "--block") o.block = parse_size(flag, value);
-    else if (flag == "--reps") o.reps = static_cast<int>(std::min<std::size_t>(parse_size(flag, value), 1000));
+    else if (flag == "--reps")
+      o.reps = static_cast<int>(std::min<std::size_t>(parse_size(flag, value), 1000));
     else fail("unknown option " + flag + " (usage: bench_ceilings --out FILE --dir DIR ...)");
   }
   if (o.out.empty() || o.dir.empty()) fail("--out FILE and --dir DIR are required");

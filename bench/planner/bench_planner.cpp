@@ -39,7 +39,8 @@ BlockProfile layer(const std::string& name, double forward_s, std::int64_t param
 ModelProfile uniform_transformer() {
   ModelProfile p;
   p.model = "uniform-transformer-48";
-  for (int i = 0; i < 48; ++i) p.blocks.push_back(layer("layer" + std::to_string(i), 0.02, 600 * MiB));
+  for (int i = 0; i < 48; ++i)
+    p.blocks.push_back(layer("layer" + std::to_string(i), 0.02, 600 * MiB));
   p.optimizer_step_s = 0.5;
   return p;
 }
@@ -49,8 +50,10 @@ ModelProfile uniform_transformer() {
 ModelProfile heavy_ends() {
   ModelProfile p;
   p.model = "embedding-32-layers-head";
-  p.blocks.push_back({"embedding", 0.002, 0.002, 0.004, 8 * MiB, 8 * MiB, 2 * GiB, 2 * GiB, 4 * GiB});
-  for (int i = 0; i < 32; ++i) p.blocks.push_back(layer("layer" + std::to_string(i), 0.02, 400 * MiB));
+  p.blocks.push_back(
+      {"embedding", 0.002, 0.002, 0.004, 8 * MiB, 8 * MiB, 2 * GiB, 2 * GiB, 4 * GiB});
+  for (int i = 0; i < 32; ++i)
+    p.blocks.push_back(layer("layer" + std::to_string(i), 0.02, 400 * MiB));
   p.blocks.push_back({"head", 0.08, 0.08, 0.08, 512 * MiB, 256 * MiB, 2 * GiB, 2 * GiB, 4 * GiB});
   p.optimizer_step_s = 0.4;
   return p;
@@ -64,8 +67,8 @@ ModelProfile random_profile(int blocks, unsigned seed) {
   p.model = "random-" + std::to_string(blocks);
   for (int i = 0; i < blocks; ++i) {
     const std::int64_t params = mib(rng) * MiB;
-    p.blocks.push_back({"block" + std::to_string(i), time(rng), time(rng), time(rng), mib(rng) * MiB / 8,
-                        mib(rng) * MiB / 64, params, params, 2 * params});
+    p.blocks.push_back({"block" + std::to_string(i), time(rng), time(rng), time(rng),
+                        mib(rng) * MiB / 8, mib(rng) * MiB / 64, params, params, 2 * params});
   }
   p.optimizer_step_s = 0.3;
   return p;
@@ -113,7 +116,8 @@ json prediction_json(const ModelProfile& profile, const RankTopology& topology,
                      const PipelineLayout& layout, std::int64_t cap) {
   const auto p = predict(profile, topology, layout);
   if (!p.ok()) return {{"error", p.status().message()}};
-  const std::int64_t peak = *std::max_element(p->peak_memory_bytes.begin(), p->peak_memory_bytes.end());
+  const std::int64_t peak =
+      *std::max_element(p->peak_memory_bytes.begin(), p->peak_memory_bytes.end());
   json stages = json::array();
   for (const StageRange& r : layout.stages) stages.push_back(r.last - r.first + 1);
   return {{"iteration_s", p->iteration_s},
@@ -132,7 +136,8 @@ json compare(const ModelProfile& profile, const RankTopology& topology, std::int
   q.memory_cap_bytes = cap;
   const auto t0 = std::chrono::steady_clock::now();
   const auto plan = make_plan(q);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   json out = {{"profile", profile.model},
               {"blocks", profile.blocks.size()},
               {"ranks", topology.ranks},

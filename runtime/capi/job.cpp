@@ -32,7 +32,8 @@ extern "C" {
 SPW_API spw_status spw_job_create(spw_job* job) {
   const char* const fn = __func__;
   return guarded(fn, [&] {
-    if (job == nullptr) return fail(fn, SPW_ERR_NULL_HANDLE, "job is NULL: pass the address of an spw_job");
+    if (job == nullptr)
+      return fail(fn, SPW_ERR_NULL_HANDLE, "job is NULL: pass the address of an spw_job");
     return create_job(fn, JobDraft::from_text("", "job"), job);
   });
 }
@@ -40,8 +41,10 @@ SPW_API spw_status spw_job_create(spw_job* job) {
 SPW_API spw_status spw_job_create_from_file(const char* path, spw_job* job) {
   const char* const fn = __func__;
   return guarded(fn, [&] {
-    if (path == nullptr) return fail(fn, SPW_ERR_NULL_HANDLE, "path is NULL: pass the job file's path");
-    if (job == nullptr) return fail(fn, SPW_ERR_NULL_HANDLE, "job is NULL: pass the address of an spw_job");
+    if (path == nullptr)
+      return fail(fn, SPW_ERR_NULL_HANDLE, "path is NULL: pass the job file's path");
+    if (job == nullptr)
+      return fail(fn, SPW_ERR_NULL_HANDLE, "job is NULL: pass the address of an spw_job");
     auto text = spw::read_job_file(path);
     if (!text.ok()) return fail(fn, text.status());
     return create_job(fn, JobDraft::from_text(std::move(text).value(), path), job);
@@ -51,8 +54,11 @@ SPW_API spw_status spw_job_create_from_file(const char* path, spw_job* job) {
 SPW_API spw_status spw_job_create_from_string(const char* toml, spw_job* job) {
   const char* const fn = __func__;
   return guarded(fn, [&] {
-    if (toml == nullptr) return fail(fn, SPW_ERR_NULL_HANDLE, "toml is NULL: pass the job's TOML text (\"\" for defaults)");
-    if (job == nullptr) return fail(fn, SPW_ERR_NULL_HANDLE, "job is NULL: pass the address of an spw_job");
+    if (toml == nullptr)
+      return fail(fn, SPW_ERR_NULL_HANDLE,
+                  "toml is NULL: pass the job's TOML text (\"\" for defaults)");
+    if (job == nullptr)
+      return fail(fn, SPW_ERR_NULL_HANDLE, "job is NULL: pass the address of an spw_job");
     return create_job(fn, JobDraft::from_text(toml, "job string"), job);
   });
 }
@@ -61,8 +67,11 @@ SPW_API spw_status spw_job_set(spw_job job, const char* key, const char* value) 
   const char* const fn = __func__;
   return guarded(fn, [&] {
     if (const spw_status s = check_handle(fn, job, HandleKind::job, "job")) return s;
-    if (key == nullptr) return fail(fn, SPW_ERR_NULL_HANDLE, "key is NULL: pass \"section.key\", e.g. \"train.lr\"");
-    if (value == nullptr) return fail(fn, SPW_ERR_NULL_HANDLE, "value is NULL: pass the value as TOML text, e.g. \"0.01\"");
+    if (key == nullptr)
+      return fail(fn, SPW_ERR_NULL_HANDLE, "key is NULL: pass \"section.key\", e.g. \"train.lr\"");
+    if (value == nullptr)
+      return fail(fn, SPW_ERR_NULL_HANDLE,
+                  "value is NULL: pass the value as TOML text, e.g. \"0.01\"");
     return reported(fn, job->draft.set(key, value));
   });
 }

@@ -88,7 +88,8 @@ SPW_API spw_status spw_session_rank(spw_session session, int* rank) {
   const char* const fn = __func__;
   return guarded(fn, [&] {
     if (const spw_status s = check_handle(fn, session, HandleKind::session, "session")) return s;
-    if (rank == nullptr) return fail(fn, SPW_ERR_NULL_HANDLE, "rank is NULL: pass an int's address");
+    if (rank == nullptr)
+      return fail(fn, SPW_ERR_NULL_HANDLE, "rank is NULL: pass an int's address");
     *rank = session->rank;
     return SPW_OK;
   });
@@ -98,7 +99,8 @@ SPW_API spw_status spw_session_size(spw_session session, int* size) {
   const char* const fn = __func__;
   return guarded(fn, [&] {
     if (const spw_status s = check_handle(fn, session, HandleKind::session, "session")) return s;
-    if (size == nullptr) return fail(fn, SPW_ERR_NULL_HANDLE, "size is NULL: pass an int's address");
+    if (size == nullptr)
+      return fail(fn, SPW_ERR_NULL_HANDLE, "size is NULL: pass an int's address");
     *size = session->size;
     return SPW_OK;
   });
@@ -125,7 +127,8 @@ SPW_API spw_status spw_session_free(spw_session session) {
                   "could not be freed: free sessions before MPI_Finalize (the handle is "
                   "released regardless)");
     }
-    const spw::Status freed = spw::mpi_check(MPI_Comm_free(&owned->comm), "freeing the session's communicator");
+    const spw::Status freed =
+        spw::mpi_check(MPI_Comm_free(&owned->comm), "freeing the session's communicator");
     return freed.ok() ? SPW_OK : fail(fn, freed);
   });
 }

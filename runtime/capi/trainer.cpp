@@ -159,7 +159,8 @@ SPW_API spw_status spw_trainer_steps_done(spw_trainer trainer, int64_t* steps) {
   const char* const fn = __func__;
   return guarded(fn, [&] {
     if (const spw_status s = check_usable(fn, trainer)) return s;
-    if (steps == nullptr) return fail(fn, SPW_ERR_NULL_HANDLE, "steps is NULL: pass an int64_t's address");
+    if (steps == nullptr)
+      return fail(fn, SPW_ERR_NULL_HANDLE, "steps is NULL: pass an int64_t's address");
     *steps = trainer->pipeline.executor->steps_done();
     return SPW_OK;
   });
@@ -169,7 +170,8 @@ SPW_API spw_status spw_trainer_loss(spw_trainer trainer, double* loss) {
   const char* const fn = __func__;
   return guarded(fn, [&] {
     if (const spw_status s = check_usable(fn, trainer)) return s;
-    if (loss == nullptr) return fail(fn, SPW_ERR_NULL_HANDLE, "loss is NULL: pass a double's address");
+    if (loss == nullptr)
+      return fail(fn, SPW_ERR_NULL_HANDLE, "loss is NULL: pass a double's address");
     if (trainer->losses.empty()) {
       return fail(fn, SPW_ERR_BAD_STATE, "no step has run yet: call spw_trainer_train first");
     }
@@ -182,7 +184,8 @@ SPW_API spw_status spw_trainer_throughput(spw_trainer trainer, double* per_secon
   const char* const fn = __func__;
   return guarded(fn, [&] {
     if (const spw_status s = check_usable(fn, trainer)) return s;
-    if (per_second == nullptr) return fail(fn, SPW_ERR_NULL_HANDLE, "per_second is NULL: pass a double's address");
+    if (per_second == nullptr)
+      return fail(fn, SPW_ERR_NULL_HANDLE, "per_second is NULL: pass a double's address");
     if (trainer->step_seconds.empty()) {
       return fail(fn, SPW_ERR_BAD_STATE, "no step has run yet: call spw_trainer_train first");
     }
@@ -195,7 +198,8 @@ SPW_API spw_status spw_trainer_peak_memory(spw_trainer trainer, uint64_t* bytes)
   const char* const fn = __func__;
   return guarded(fn, [&] {
     if (const spw_status s = check_usable(fn, trainer)) return s;
-    if (bytes == nullptr) return fail(fn, SPW_ERR_NULL_HANDLE, "bytes is NULL: pass a uint64_t's address");
+    if (bytes == nullptr)
+      return fail(fn, SPW_ERR_NULL_HANDLE, "bytes is NULL: pass a uint64_t's address");
     *bytes = static_cast<uint64_t>(spw::MemoryLedger::process().peak_total());
     return SPW_OK;
   });

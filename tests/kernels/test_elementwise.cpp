@@ -258,7 +258,8 @@ TEST(Elementwise, GeluTailsAreFinite) {
 TEST(Elementwise, GeluIsAccurateOnADenseGrid) {
   const std::int64_t n = 40001;
   std::vector<double> xv(size(n));
-  for (std::int64_t i = 0; i < n; ++i) xv[size(i)] = -10.0 + 20.0 * static_cast<double>(i) / (n - 1);
+  for (std::int64_t i = 0; i < n; ++i)
+    xv[size(i)] = -10.0 + 20.0 * static_cast<double>(i) / (n - 1);
   xv = testing::cast_vector<double>(testing::cast_vector<float>(xv));
   const Tensor x = tensor_from({1, n}, xv);
   const Tensor ones = filled({1, n}, 1.0f);
@@ -381,7 +382,8 @@ TEST(Elementwise, GeluAtInfinities) {
 TEST(Elementwise, GeluDependsOnlyOnEachValue) {
   const std::int64_t n = 3 * 1024 + 45;
   std::vector<double> xv = float_values(n + 8, 95, -15.0, 15.0);
-  for (std::int64_t i = 0; i < n + 8; i += 37) xv[size(i)] = -13.2 - 0.01 * static_cast<double>(i % 29);
+  for (std::int64_t i = 0; i < n + 8; i += 37)
+    xv[size(i)] = -13.2 - 0.01 * static_cast<double>(i % 29);
   const std::vector<double> dyv = float_values(n + 8, 96);
   auto run = [&](std::int64_t shift, int threads) {
     const std::vector<double> xs(xv.begin() + shift, xv.begin() + shift + n);

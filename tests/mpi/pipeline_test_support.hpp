@@ -161,7 +161,8 @@ inline Outcome pipeline(const TrainSettings& train, const std::string& schedule,
       if (executor.ok()) {
         evicted = static_cast<double>((*executor)->offload_totals().engine.bytes_evicted);
         const auto& metrics = (*executor)->step_metrics();
-        if (!metrics.empty()) allocated = static_cast<unsigned long long>(metrics.back().allocated_bytes);
+        if (!metrics.empty())
+          allocated = static_cast<unsigned long long>(metrics.back().allocated_bytes);
         for (std::size_t c = 0; c < (*executor)->local_chunks(); ++c) {
           slot = std::max<unsigned long long>(slot, (*executor)->stash_bytes(static_cast<int>(c)));
         }

@@ -1,8 +1,8 @@
 // Offload changes nothing but memory: with every tier this machine has, every schedule and
 // 2 or 4 pipeline ranks, losses and weights are bit-identical to the same run without
 // offload (CRC32C verified on every fetch) and stashes really left; under a memory cap the
-// resident run could not meet, the offloaded one trains. The host tier needs a second memory node, which this machine lacks: choosing it is
-// an error that says so.
+// resident run could not meet, the offloaded one trains. The host tier needs a second memory node,
+// which this machine lacks: choosing it is an error that says so.
 #include "pipeline_test_support.hpp"
 
 namespace spw {
@@ -62,7 +62,8 @@ TEST(OffloadUnderCap, AJobThatDoesNotFitTrainsWithOffload) {
   TrainSettings settings = tiny_gpt(8, "adamw");
   const Outcome free_run = pipeline(settings, "gpipe", 2, 1);
   // Broadcast the cap so that every rank runs the same jobs.
-  unsigned long long cap = world_rank() == 0 ? free_run.peak_bytes - free_run.peak_stash_bytes / 4 : 0;
+  unsigned long long cap =
+      world_rank() == 0 ? free_run.peak_bytes - free_run.peak_stash_bytes / 4 : 0;
   MPI_Bcast(&cap, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
   settings.memory_cap = static_cast<std::size_t>(cap);
   const Outcome offloaded = pipeline(settings, "gpipe", 2, 1, offload_to(OffloadTier::file));

@@ -56,7 +56,8 @@ TEST(PeerTier, StashesLandInTheNextRanksWindowAndComeBack) {
   ASSERT_TRUE(engine);
   const std::vector<std::size_t> sizes = {4099, 1, 100003};
   std::vector<std::vector<unsigned char>> stashes;
-  for (std::uint64_t id = 0; id < sizes.size(); ++id) stashes.push_back(pattern(rank, id, sizes[id]));
+  for (std::uint64_t id = 0; id < sizes.size(); ++id)
+    stashes.push_back(pattern(rank, id, sizes[id]));
   for (std::uint64_t id = 0; id < sizes.size(); ++id)
     ASSERT_TRUE(engine->evict(id, {{stashes[id].data(), sizes[id]}}).ok());
   for (std::uint64_t id = 0; id < sizes.size(); ++id) ASSERT_TRUE(engine->wait(id).ok());
@@ -103,7 +104,8 @@ TEST(PeerTier, TheLentWindowIsInMemoryFromCreation) {
   ASSERT_TRUE(found);
   const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   const auto start = reinterpret_cast<std::uintptr_t>(base) / page * page;
-  const std::size_t length = reinterpret_cast<std::uintptr_t>(base) + peer_tier.lent_bytes() - start;
+  const std::size_t length =
+      reinterpret_cast<std::uintptr_t>(base) + peer_tier.lent_bytes() - start;
   std::vector<unsigned char> resident((length + page - 1) / page);
   ASSERT_EQ(::mincore(reinterpret_cast<void*>(start), length, resident.data()), 0);
   std::size_t missing = 0;

@@ -32,7 +32,8 @@ TEST(PipelineWaits, ARankZeroesItsGradientsWhileItWaitsAndKeepsTheTrainersBits) 
   auto executor = PipelineExecutor::create(settings, comm);
   ASSERT_TRUE(executor.ok()) << executor.status().message();
   for (int i = 0; i < kSteps; ++i) {
-    if ((*executor)->pipeline_rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    if ((*executor)->pipeline_rank() == 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
     StepResult step;
     const Status status = (*executor)->run_step(step);
     if (!status.ok()) {

@@ -174,7 +174,8 @@ TEST(OffloadEngine, VerifyCatchesAStashCorruptedOnDisk) {
       ASSERT_FALSE(status.ok());
       EXPECT_EQ(status.code(), StatusCode::io_error);
       const std::string& m = status.message();
-      EXPECT_EQ(m.rfind("prefetching stash 7 from the file tier: CRC32C of region 1 is 0x", 0), 0u) << m;
+      EXPECT_EQ(m.rfind("prefetching stash 7 from the file tier: CRC32C of region 1 is 0x", 0), 0u)
+          << m;
       EXPECT_NE(m.find(": the stored copy was corrupted"), std::string::npos) << m;
     } else {
       EXPECT_TRUE(status.ok()) << status.message();  // without verify it goes unnoticed
@@ -200,7 +201,8 @@ TEST(OffloadEngine, AFailedEvictReachesWaitAndLeavesTheStashWithTheCaller) {
   EXPECT_EQ(*live, 0);
   // Nothing is stored, so there is nothing to prefetch; evicting again is allowed.
   Status prefetch = engine->prefetch(9, stash.regions());
-  EXPECT_EQ(prefetch.message(), "prefetch of stash 9: it is not evicted (no evict since its last prefetch)");
+  EXPECT_EQ(prefetch.message(),
+            "prefetch of stash 9: it is not evicted (no evict since its last prefetch)");
   tier->fail_store = false;  // the engine is idle: no request is running
   ASSERT_TRUE(engine->evict(9, stash.regions()).ok());
   EXPECT_TRUE(engine->wait(9).ok());
@@ -343,7 +345,9 @@ TEST(OffloadEngine, RefusesAPuThisNodeDoesNotHave) {
                                       {false, 4096});
   ASSERT_FALSE(engine.ok());
   EXPECT_EQ(engine.status().code(), StatusCode::invalid_argument);
-  EXPECT_EQ(engine.status().message().rfind("offload engine: PU 4096 does not exist on this node (PUs ", 0), 0u)
+  EXPECT_EQ(engine.status().message().rfind(
+                "offload engine: PU 4096 does not exist on this node (PUs ", 0),
+            0u)
       << engine.status().message();
   auto none = OffloadEngine::create(nullptr, {});
   EXPECT_EQ(none.status().message(), "offload engine: no tier given");

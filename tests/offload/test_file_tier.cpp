@@ -59,13 +59,16 @@ class ScratchMount {
   std::string path_, why_;
 };
 
-std::vector<Region> regions_of(std::vector<unsigned char>& bytes) { return {{bytes.data(), bytes.size()}}; }
+std::vector<Region> regions_of(std::vector<unsigned char>& bytes) {
+  return {{bytes.data(), bytes.size()}};
+}
 
 // Page-aligned memory, as tensors have, holding regions at chosen offsets from page starts.
 class PageMemory {
  public:
   explicit PageMemory(std::size_t bytes)
-      : data_(static_cast<unsigned char*>(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096))) {}
+      : data_(static_cast<unsigned char*>(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096))) {
+  }
   ~PageMemory() { std::free(data_); }
   PageMemory(const PageMemory&) = delete;
   PageMemory& operator=(const PageMemory&) = delete;
@@ -90,7 +93,8 @@ std::vector<Region> place(PageMemory& memory, const std::vector<std::size_t>& of
 
 bool same_bytes(const std::vector<Region>& a, const std::vector<Region>& b) {
   for (std::size_t i = 0; i < a.size(); ++i)
-    if (a[i].bytes != b[i].bytes || std::memcmp(a[i].data, b[i].data, a[i].bytes) != 0) return false;
+    if (a[i].bytes != b[i].bytes || std::memcmp(a[i].data, b[i].data, a[i].bytes) != 0)
+      return false;
   return true;
 }
 
@@ -109,7 +113,8 @@ TEST(FileTier, MissingDirectoryIsNamedAtCreation) {
 }
 
 TEST(FileTier, APathUnderARegularFileIsRefusedEvenForRoot) {
-  const std::string file = fs::temp_directory_path() / ("spw-offload-file-" + std::to_string(::getpid()));
+  const std::string file =
+      fs::temp_directory_path() / ("spw-offload-file-" + std::to_string(::getpid()));
   std::ofstream(file) << "x";
   auto under = make_file_tier(file + "/stashes");
   auto itself = make_file_tier(file);
@@ -149,10 +154,11 @@ TEST(FileTier, AFullDiskFailsTheEvictNamingThePathAndKeepsTheStash) {
   Status status = (*engine)->wait(1);
   ASSERT_FALSE(status.ok());
   EXPECT_EQ(status.code(), StatusCode::io_error);
-  EXPECT_EQ(status.message().rfind("evicting stash 1 to the file tier: writing stash 1 to a file in " +
-                                       mount.path() + " failed at byte ",
-                                   0),
-            0u)
+  EXPECT_EQ(
+      status.message().rfind("evicting stash 1 to the file tier: writing stash 1 to a file in " +
+                                 mount.path() + " failed at byte ",
+                             0),
+      0u)
       << status.message();
   EXPECT_NE(status.message().find("(No space left on device): free space there or set "
                                   "offload.dir to a larger file system"),
@@ -193,7 +199,8 @@ TEST(FileTier, WholePagesGoStraightToTheFileAndComeBackEqual) {
   auto tier = FileTier::create("", 64 << 10);
   ASSERT_TRUE(tier.ok()) << tier.status().message();
   if (!(*tier)->direct_io()) GTEST_SKIP() << (*tier)->directory() << " refuses O_DIRECT";
-  const std::vector<std::size_t> offsets = {0, 1 << 20, 2 << 20}, sizes = {4096, 300 << 10, 1 << 20};
+  const std::vector<std::size_t> offsets = {0, 1 << 20, 2 << 20},
+                                 sizes = {4096, 300 << 10, 1 << 20};
   PageMemory memory(3 << 20), back(3 << 20);
   const std::vector<Region> stash = place(memory, offsets, sizes, 1);
   ASSERT_TRUE((*tier)->store(1, stash).ok());

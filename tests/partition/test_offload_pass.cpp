@@ -95,8 +95,9 @@ TEST(OffloadPass, PipeFBOffloadsOnBackwardRanksRightAfterTheStashArrives) {
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ(s.lists[0], plain->lists[0]);
   EXPECT_EQ(s.lists[1], plain->lists[1]);
-  EXPECT_EQ(joined(s.lists[2]),
-            "RS0.0<0 OF0.0 PF0.0 RS1.0<0 OF1.0 RG0.0<3 B0.0 PF1.0 W0.0 RG1.0<3 B1.0 W1.0 OPT SP0>0");
+  EXPECT_EQ(
+      joined(s.lists[2]),
+      "RS0.0<0 OF0.0 PF0.0 RS1.0<0 OF1.0 RG0.0<3 B0.0 PF1.0 W0.0 RG1.0<3 B1.0 W1.0 OPT SP0>0");
   // Stage 0's first stash sees the second arrive before its W; a keep of 2 offloads nothing,
   // and then nothing moves either.
   EXPECT_EQ(offload_keep_limit(*plain), 2);
@@ -143,7 +144,8 @@ TEST(OffloadPass, RejectsAnInvalidScheduleWithTheValidatorsMessage) {
   auto out = insert_offload(*schedule, {1, 1});
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), StatusCode::invalid_argument);
-  EXPECT_EQ(out.status().message(), "offload pass on schedule 'gpipe': rank 0 [1] B0.0: runs before F0.0");
+  EXPECT_EQ(out.status().message(),
+            "offload pass on schedule 'gpipe': rank 0 [1] B0.0: runs before F0.0");
 }
 
 // Stashes that have run B and wait for a deferred W (zero-bubble schedules), at most.

@@ -102,7 +102,8 @@ Best brute_force(const PlanRequest& q) {
             for (OffloadTier tier : q.offload.tiers)
               for (int keep = 0; keep < offload_keep_limit(*schedule); ++keep)
                 for (int lookahead = 0; lookahead <= q.limits.max_lookahead; ++lookahead)
-                  variants.push_back({{tier, keep, lookahead}, *insert_offload(*schedule, {keep, lookahead})});
+                  variants.push_back(
+                      {{tier, keep, lookahead}, *insert_offload(*schedule, {keep, lookahead})});
           const BlockSums blocks = scale_blocks(q.profile, l.microbatch_samples);
           for (const auto& stages : all_partitions(n, P * v, 1 << 30)) {
             l.stages = stages;
@@ -112,7 +113,8 @@ Best brute_force(const PlanRequest& q) {
               for (const auto& [offload, offloaded] : variants) {
                 l.offload = offload;
                 if (!check_layout(q.profile, q.topology, l).ok()) continue;  // peer, no partner
-                const auto p = predict(offloaded, blocks, q.topology, l, false, q.offload.bandwidth);
+                const auto p =
+                    predict(offloaded, blocks, q.topology, l, false, q.offload.bandwidth);
                 EXPECT_TRUE(p.ok()) << p.status().message();
                 ++best.evaluated;
                 const std::int64_t peak =
@@ -149,7 +151,8 @@ PropertyCounts check_against_brute_force(std::uint64_t seed, int trials, Configu
     const int ranks = std::uniform_int_distribution<int>(1, 4)(rng);
     q.profile = random_profile(rng, std::uniform_int_distribution<int>(1, max_blocks)(rng));
     q.topology = random_topology(rng, ranks);
-    q.global_batch = std::vector<int>{1, 2, 4, 6, 8, 12, 16}[std::uniform_int_distribution<int>(0, 6)(rng)];
+    q.global_batch =
+        std::vector<int>{1, 2, 4, 6, 8, 12, 16}[std::uniform_int_distribution<int>(0, 6)(rng)];
     q.limits.max_microbatches = trial % 2 ? 4 : 8;
     q.limits.max_chunks = std::uniform_int_distribution<int>(2, 3)(rng);
     configure(trial, rng, q);

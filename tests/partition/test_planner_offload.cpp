@@ -104,7 +104,8 @@ PlanRequest four_heavy_blocks(std::int64_t cap) {
   PlanRequest q;
   q.profile.microbatch_samples = 1;
   for (int i = 0; i < 4; ++i)
-    q.profile.blocks.push_back({"block", 1.0, 0.5, 0.5, 50 * MiB, MiB, 25 * MiB, 25 * MiB, 50 * MiB});
+    q.profile.blocks.push_back(
+        {"block", 1.0, 0.5, 0.5, 50 * MiB, MiB, 25 * MiB, 25 * MiB, 50 * MiB});
   q.topology = *synthetic_topology(1, 4, {1e10, 1e-6}, {1e10, 1e-6});
   q.global_batch = 4;
   q.memory_cap_bytes = cap;

@@ -152,11 +152,14 @@ TEST(Profile, AMissingKeyIsNamedWithItsBlock) {
 TEST(Profile, WrongTypesAndBadValuesAreOneLineNamingTheValue) {
   EXPECT_EQ(profile_from_json("{\"threads\": ", "p.json").status().message(),
             "p.json: not valid JSON");
-  EXPECT_EQ(profile_from_json(R"({"version": 2, "microbatch_samples": "4", "threads": 1, "blocks": []})", "p.json")
-                .status()
-                .message(),
-            "p.json: \"microbatch_samples\" must be an integer, got \"4\"");
-  EXPECT_EQ(profile_from_json(R"({"version": 2, "microbatch_samples": 4, "threads": 1, "blocks": []})", "p.json")
+  EXPECT_EQ(
+      profile_from_json(R"({"version": 2, "microbatch_samples": "4", "threads": 1, "blocks": []})",
+                        "p.json")
+          .status()
+          .message(),
+      "p.json: \"microbatch_samples\" must be an integer, got \"4\"");
+  EXPECT_EQ(profile_from_json(
+                R"({"version": 2, "microbatch_samples": 4, "threads": 1, "blocks": []})", "p.json")
                 .status()
                 .message(),
             "p.json: profile: no blocks; a model needs at least one");
@@ -236,7 +239,8 @@ TEST(Profile, AProfileOfAnotherModelOrMicrobatchIsRejectedSayingWhich) {
 
 TEST(Profile, MedianOfConcurrentProfilesTakesEachTimesMedian) {
   std::vector<ModelProfile> ranks(3, two_blocks());
-  ranks[0].blocks[0].forward_s = 3, ranks[1].blocks[0].forward_s = 1, ranks[2].blocks[0].forward_s = 2;
+  ranks[0].blocks[0].forward_s = 3, ranks[1].blocks[0].forward_s = 1,
+  ranks[2].blocks[0].forward_s = 2;
   ranks[0].blocks[1].backward_weight_s = 9, ranks[2].blocks[1].backward_weight_s = 0.5;
   ranks[1].optimizer_step_s = 0.75, ranks[2].optimizer_step_s = 0.5;
   const auto m = median_profile(ranks);

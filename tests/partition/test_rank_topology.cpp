@@ -66,7 +66,8 @@ TEST(RankTopology, FileErrorsNameTheKeyRowAndColumn) {
   };
   EXPECT_EQ(message("[1, 2]"), "t.json: the top level must be an object");
   EXPECT_EQ(message(R"({"bandwidth_bytes_per_s": []})"), "t.json: missing key \"ranks\"");
-  EXPECT_EQ(message(R"({"ranks": 0})"), "t.json: \"ranks\" must be an integer in [1, 65536], got 0");
+  EXPECT_EQ(message(R"({"ranks": 0})"),
+            "t.json: \"ranks\" must be an integer in [1, 65536], got 0");
   EXPECT_EQ(message(R"({"ranks": 2, "latency_s": [[0, 0], [0, 0]]})"),
             "t.json: missing key \"bandwidth_bytes_per_s\"");
   EXPECT_EQ(message(R"({"ranks": 2, "bandwidth_bytes_per_s": [[0, 1]], "latency_s": []})"),
@@ -106,8 +107,8 @@ TEST(RankTopology, NodeFactsRoundTripThroughTheMatrixFile) {
   EXPECT_EQ(back->nodes[0].memory_bytes(), std::int64_t{4} << 30);
   std::remove(path.c_str());
   // Without facts the file has no "nodes" key and reads back without any.
-  const auto bare = topology_from_json(topology_to_json(*synthetic_topology(1, 2, {1e9, 0}, {1e9, 0})),
-                                       "t.json");
+  const auto bare =
+      topology_from_json(topology_to_json(*synthetic_topology(1, 2, {1e9, 0}, {1e9, 0})), "t.json");
   ASSERT_TRUE(bare.ok()) << bare.status().message();
   EXPECT_TRUE(bare->nodes.empty());
   EXPECT_EQ(topology_to_json(*bare).find("nodes"), std::string::npos);
@@ -121,7 +122,8 @@ TEST(RankTopology, MemoryPerRankSharesTheNodeAmongItsRanks) {
   EXPECT_EQ(describe_node(t, 0),
             "node 0 (n0): 8 cores, 2 NUMA nodes (3.00 GiB DRAM, 4 cores; 1.00 GiB HBM, 4 cores); "
             "2 ranks, 2.00 GiB each");
-  EXPECT_EQ(describe_node(t, 1), "node 1 (n1): 2 cores, 1 NUMA node (5.00 GiB, 2 cores); 2 ranks, 2.50 GiB each");
+  EXPECT_EQ(describe_node(t, 1),
+            "node 1 (n1): 2 cores, 1 NUMA node (5.00 GiB, 2 cores); 2 ranks, 2.50 GiB each");
   t.nodes.clear();
   EXPECT_EQ(t.memory_per_rank(0), 0);
   EXPECT_EQ(describe_node(t, 0), "node 0: no facts known");

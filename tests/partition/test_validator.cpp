@@ -268,7 +268,8 @@ TEST(ValidatorPipeFB, StashesLeaveResidentAfterTheirForward) {
 
   Schedule offloaded = forward_backward();
   insert(offloaded, 0, 1, I::offload(0, 0));  // F0.0 OF0.0 SA0.0>1 SS0.0>2
-  EXPECT_EQ(rejection(offloaded), "rank 0 [3] SS0.0>2: its stash is offloaded (no PF0.0 before it)");
+  EXPECT_EQ(rejection(offloaded),
+            "rank 0 [3] SS0.0>2: its stash is offloaded (no PF0.0 before it)");
 
   // The backward rank can offload a stash only once it has arrived there.
   Schedule before_arrival = forward_backward();

@@ -82,7 +82,8 @@ TEST(Profiler, AOneSampleProfileHasNoSeparateOneSampleTimes) {
   options.repeats = 1;
   auto profile = profile_model(tiny_gpt(), options);
   ASSERT_TRUE(profile.ok()) << profile.status().message();
-  for (const auto& block : profile->blocks) EXPECT_FALSE(block.one_sample.has_value()) << block.name;
+  for (const auto& block : profile->blocks)
+    EXPECT_FALSE(block.one_sample.has_value()) << block.name;
 }
 
 TEST(Profiler, SweepsChangeWhenBlocksAreTimedNotWhatIsMeasured) {
