@@ -47,6 +47,9 @@ int main(int argc, char** argv) {
 
   spw::TrainCommand train;
   CLI::App* train_app = app.add_subcommand("train", "Run a job file to the end");
+  train_app->footer(
+      "SIGUSR1 or SIGTERM stops the run after the step in progress, on every rank, with a "
+      "checkpoint and the report; it then exits with status 75. Go on with --resume.");
   train_app->add_option("config", train.config_path, "Job file (TOML)")
       ->required()
       ->check(CLI::ExistingFile);

@@ -5,6 +5,8 @@
 #include <csignal>
 #include <cstring>
 
+#include "runtime/mpi_support.hpp"
+
 namespace spw {
 namespace {
 
@@ -49,9 +51,8 @@ std::string signal_name(int signal_number) {
 Result<int> agree_on_stop(MPI_Comm comm) {
   const int mine = stop_signal();
   int agreed = 0;
-  if (MPI_Allreduce(&mine, &agreed, 1, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS) {
-    return error(StatusCode::internal, "the ranks could not agree on whether to stop");
-  }
+  SPW_TRY(mpi_check(MPI_Allreduce(&mine, &agreed, 1, MPI_INT, MPI_MAX, comm),
+                    "agreeing on whether to stop"));
   return agreed;
 }
 

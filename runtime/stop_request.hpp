@@ -37,6 +37,7 @@ std::string signal_name(int signal_number);
 // Collective over `comm`, called by every rank once at each step boundary: the largest
 // signal any rank was asked to stop for, 0 when none was. So every rank stops after the
 // same step even when only some of them got the signal, or got it during different steps.
+// communication error when MPI fails.
 Result<int> agree_on_stop(MPI_Comm comm);
 
 }  // namespace spw

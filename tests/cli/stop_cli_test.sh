@@ -59,6 +59,10 @@ sys.exit(0 if (s["signal"] == sys.argv[2] and s["step"] == int(sys.argv[3])
 PY
 }
 
+"$spillway" train --help > "$work/help.txt" 2>&1
+check "train --help says what the signals do" grep -q "SIGUSR1 or SIGTERM stops the run" \
+  "$work/help.txt"
+
 # ---- one rank ----
 "$spillway" train "$work/tiny.toml" --set "output.dir=$work/one" > "$work/one.txt" 2>&1 &
 pid=$!
