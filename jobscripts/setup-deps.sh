@@ -13,6 +13,7 @@ packages=(
   # tests and benchmarks
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   python3  # the CLI tests read JSON with it; the bench summaries are Python
+  procps   # pgrep and pkill: the signal tests find and clean up their ranks
   # I/O and configuration
   libhdf5-openmpi-dev zlib1g-dev
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev
