@@ -4,7 +4,8 @@
 # OMP_NUM_THREADS (from ompthreads) set, so this test does the same with a node file listing
 # localhost twice. The 2-rank pipeline must finish with exit 0, bind its ranks to different
 # cores, write its report under OUT with the loss falling, and put offload.dir on the job's
-# TMPDIR; outside a job and without a binary it must stop with its one-line message.
+# TMPDIR; stopped by SIGUSR1 it must exit 75 with a checkpoint; outside a job and without a
+# binary it must stop with its one-line message.
 # Usage: pbs_test.sh SPILLWAY SOURCE_DIR MPIRUN [MPIRUN FLAGS...]
 set -u
 spillway=$1 src=$2 mpirun=$3
@@ -70,6 +71,31 @@ tail = sum(loss[-5:]) / 5
 print(f"first loss {loss[0]:.4f}, mean of last 5 {tail:.4f}, offload.dir {r['config']['offload']['dir']}")
 sys.exit(0 if len(loss) == 20 and loss[0] - tail > 1.0 and r["config"]["offload"]["dir"] == sys.argv[2] else 1)
 PY
+
+# Stopped early (SIGUSR1 to mpirun, which passes it to the ranks, as a site's walltime
+# warning would reach them): the job ends with spillway's status 75 and a checkpoint in OUT.
+sed 's/^steps = 20$/steps = 100000/' "$work/tiny.toml" > "$work/long.toml"
+job_env=(CONFIG="$work/long.toml" OUT="$work/stopped")
+pbs_job "$work/stopped.log" "$@" &
+job_pid=$!
+for i in $(seq 600); do grep -q '^spillway: gpt' "$work/stopped.log" 2>/dev/null && break; sleep 0.1; done
+launcher=$(pgrep -f -- "--hostfile $work/nodefile .*long.toml" | head -n 1)
+check "the stopped job's mpirun is found" test -n "$launcher"
+[ -z "$launcher" ] || kill -USR1 "$launcher"
+wait $job_pid
+status=$?
+grep -v '^step' "$work/stopped.log" | tail -n 3
+check "a job stopped by SIGUSR1 exits 75" test $status -eq 75
+check "with its checkpoint in OUT" test -n "$(ls "$work/stopped" | grep '^checkpoint-')"
+check "and says how to go on" grep -q \
+  "^pbs-train: stopped early; to go on, submit it again with -v RESUME=$work/stopped/checkpoint-[0-9]*.h5 (and the same OUT)$" \
+  "$work/stopped.log"
+latest=$(ls -1v "$work/stopped"/checkpoint-*.h5 | tail -n 1)
+job_env=(CONFIG="$work/tiny.toml" OUT="$work/stopped" RESUME="$latest")
+pbs_job "$work/resumed.log" "$@"
+check "submitted again with RESUME, it goes on from that checkpoint to the end" bash -c \
+  "grep -q -- '--resume $latest' '$work/resumed.log' && grep -q '^step 20/20' '$work/resumed.log'"
+pkill -9 -f -- "$work/long.toml" 2>/dev/null
 
 job_env=(SPILLWAY="$work/no-such-binary")
 pbs_job "$work/nobin.log" "$@"
