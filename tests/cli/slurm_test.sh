@@ -56,6 +56,27 @@ for f in slurm-train.sbatch slurm-memory-pressure.sbatch local-slurm.sh; do
   check "$f parses" bash -n "$jobscripts/$f"
 done
 
+# The requeued run's choice of checkpoint, with a stand-in srun that prints what it was given:
+# the newest by step number, none when there is none yet (a job requeued before its first
+# checkpoint starts over rather than failing).
+mkdir -p "$work/fake-bin" "$work/requeued"
+touch "$work/requeue.toml"
+printf '#!/bin/sh\necho "srun $*"\n' > "$work/fake-bin/srun"
+chmod +x "$work/fake-bin/srun"
+requeued_run() {  # requeued_run LOG: slurm-train.sbatch as a first requeue would run it
+  (cd "$work" && PATH="$work/fake-bin:$PATH" SLURM_JOB_ID=7 SLURM_JOB_NODELIST=localhost \
+     SLURM_RESTART_COUNT=1 SPILLWAY=$spillway CONFIG=$work/requeue.toml OUT=$work/requeued \
+     bash "$jobscripts/slurm-train.sbatch") > "$1" 2>&1
+}
+requeued_run "$work/requeued-none.log"
+check "requeued without a checkpoint, the job starts over" bash -c \
+  "grep -q '^srun .* train ' '$work/requeued-none.log' &&
+   ! grep -q -- '--resume' '$work/requeued-none.log'"
+touch "$work/requeued/checkpoint-2.h5" "$work/requeued/checkpoint-10.h5"
+requeued_run "$work/requeued-two.log"
+check "requeued with checkpoints, it resumes from the newest step" \
+  grep -q -- "--resume $work/requeued/checkpoint-10.h5\$" "$work/requeued-two.log"
+
 start=$(date +%s)
 if ! "$jobscripts/local-slurm.sh" start; then
   echo "FAIL: local Slurm starts"
