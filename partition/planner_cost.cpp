@@ -357,6 +357,14 @@ Result<Prediction> predict(const Schedule& schedule, const BlockSums& blocks,
   return out;
 }
 
+Result<double> mapping_lower_bound_s(const Schedule& plain_schedule, const BlockSums& blocks,
+                                     const RankTopology& topology, PipelineLayout layout) {
+  layout.offload = {};
+  SPW_ASSIGN_OR_RETURN(const Prediction ideal,
+                       predict(plain_schedule, blocks, topology, layout, /*ideal=*/true));
+  return ideal.iteration_s;
+}
+
 Result<Prediction> predict(const ModelProfile& profile, const RankTopology& topology,
                            const PipelineLayout& layout, const OffloadBandwidth& bandwidth) {
   SPW_TRY(check_profile(profile));

@@ -178,4 +178,10 @@ Result<Prediction> predict(const Schedule& schedule, const BlockSums& blocks,
                            const RankTopology& topology, const PipelineLayout& layout,
                            bool ideal = false, const OffloadBandwidth& bandwidth = {});
 
+// No mapping of ranks runs `layout`'s stages, schedule and m faster than this (Plan::
+// mapping_lower_bound_s): `plain_schedule`, the layout's schedule without the offload pass,
+// predicted ideal, since offloading makes nothing faster either.
+Result<double> mapping_lower_bound_s(const Schedule& plain_schedule, const BlockSums& blocks,
+                                     const RankTopology& topology, PipelineLayout layout);
+
 }  // namespace spw::sched

@@ -49,9 +49,9 @@ Plan Search::finish(const Candidate& c, const Evaluated& e, bool exact, const ch
   PipelineLayout plain = plan;
   plain.offload = {};
   if (s.generated) {
-    auto ideal = predict(*s.generated, *s.blocks, topo_, plain, /*ideal=*/true);
+    const auto bound = mapping_lower_bound_s(*s.generated, *s.blocks, topo_, plan);
     ++simulations_;
-    plan.mapping_lower_bound_s = ideal.ok() ? ideal->iteration_s : 0;
+    plan.mapping_lower_bound_s = bound.ok() ? *bound : 0;
   } else {
     const int S = s.P * s.v;
     plan.mapping_lower_bound_s =

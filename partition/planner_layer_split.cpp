@@ -79,21 +79,20 @@ struct Candidate {
 Status restate_claims(const PlanRequest& request, SplitLayerPlan& best, std::int64_t tries) {
   Plan& plan = best.plan;
   plan.exact = false;
-  PipelineLayout plain = plan;
-  plain.offload = {};
   SPW_ASSIGN_OR_RETURN(const Schedule schedule,
-                       make_schedule(plain.schedule, {plain.pipeline_ranks, plain.microbatches,
-                                                      plain.chunks, plain.replicas > 1}));
-  SPW_ASSIGN_OR_RETURN(const Prediction ideal,
-                       predict(schedule, scale_blocks(best.profile, plain.microbatch_samples),
-                               request.topology, plain, /*ideal=*/true));
+                       make_schedule(plan.schedule, {plan.pipeline_ranks, plan.microbatches,
+                                                     plan.chunks, plan.replicas > 1}));
+  SPW_ASSIGN_OR_RETURN(plan.mapping_lower_bound_s,
+                       mapping_lower_bound_s(schedule,
+                                             scale_blocks(best.profile, plan.microbatch_samples),
+                                             request.topology, plan));
   ++plan.simulations;
-  plan.mapping_lower_bound_s = ideal.iteration_s;
+  const double bound = plan.mapping_lower_bound_s;
   char line[200];
   std::snprintf(line, sizeof line,
                 "\nafter the cuts: no mapping of ranks is more than %.1f%% faster; %lld cuts "
                 "tried; approximate: each boundary cut in turn, over the whole-layer layout",
-                ideal.iteration_s > 0 ? 100 * (plan.iteration_s / ideal.iteration_s - 1) : 0.0,
+                bound > 0 ? 100 * (plan.iteration_s / bound - 1) : 0.0,
                 static_cast<long long>(tries));
   plan.explanation += line;
   return Status::success();
