@@ -36,13 +36,35 @@ class TokenSource final : public BatchSource {
   }
   std::int64_t samples_per_epoch() const override { return corpus_.size() / seq_; }
   std::string describe() const override {
-    return "text corpus " + corpus_.path() + " (" + std::to_string(corpus_.size()) + " bytes, " +
-           std::to_string(corpus_.file_count()) + " files)";
+    return "text corpus " + corpus_.path() + " (" + std::to_string(corpus_.size()) + " bytes" +
+           part_ + ", " + std::to_string(corpus_.file_count()) + " files)";
   }
+  void set_part(std::string part) { part_ = std::move(part); }
 
  private:
   TextCorpus corpus_;
   std::int64_t seq_;
+  std::string part_;  // " held out", " for training" after a split, else empty
+};
+
+// Another source's samples from step 2^40 on: synthetic data has no held-out set, but no run
+// takes that many steps, so these samples are never trained on.
+class FarSteps final : public BatchSource {
+ public:
+  explicit FarSteps(std::unique_ptr<BatchSource> source) : source_(std::move(source)) {}
+
+  Status fill(std::int64_t step, std::int64_t first, std::int64_t count,
+              std::int64_t global_batch, MicrobatchBuffers& b) const override {
+    return source_->fill(kFirstStep + step, first, count, global_batch, b);
+  }
+  std::int64_t samples_per_epoch() const override { return source_->samples_per_epoch(); }
+  std::string describe() const override {
+    return source_->describe() + " of steps training never reaches";
+  }
+
+ private:
+  static constexpr std::int64_t kFirstStep = std::int64_t{1} << 40;
+  std::unique_ptr<BatchSource> source_;
 };
 
 class SyntheticTokenSource final : public BatchSource {
@@ -126,7 +148,14 @@ Result<std::unique_ptr<BatchSource>> open_batch_source(const DataConfig& data,
                      "\"fashion-mnist\" or \"synthetic\"");
       }
       SPW_ASSIGN_OR_RETURN(TextCorpus corpus, TextCorpus::load(data.path, model.gpt.seq));
-      return std::unique_ptr<BatchSource>(new TokenSource(std::move(corpus), model.gpt.seq));
+      if (data.holdout == 0) {
+        return std::unique_ptr<BatchSource>(new TokenSource(std::move(corpus), model.gpt.seq));
+      }
+      SPW_ASSIGN_OR_RETURN(TextCorpus training,
+                           corpus.training_part(data.holdout, model.gpt.seq));
+      auto source = std::make_unique<TokenSource>(std::move(training), model.gpt.seq);
+      source->set_part(" for training");
+      return std::unique_ptr<BatchSource>(std::move(source));
     }
     case DataKind::fashion_mnist: {
       if (gpt || model.dims.front() != ImageDataset::kHeight * ImageDataset::kWidth ||
@@ -148,6 +177,27 @@ Result<std::unique_ptr<BatchSource>> open_batch_source(const DataConfig& data,
     }
   }
   return error(StatusCode::internal, "unknown data source");
+}
+
+Result<std::unique_ptr<BatchSource>> open_evaluation_source(const DataConfig& data,
+                                                            const ModelSpec& model,
+                                                            std::uint64_t seed) {
+  if (data.source == DataKind::text) {
+    if (data.holdout == 0) {
+      return error(StatusCode::invalid_argument,
+                   "evaluating on text needs held-out text: set data.holdout (0.05 keeps the "
+                   "last 5% of the corpus out of training)");
+    }
+    if (model.kind != "gpt") return open_batch_source(data, model, seed);  // its error
+    SPW_ASSIGN_OR_RETURN(TextCorpus corpus, TextCorpus::load(data.path, model.gpt.seq));
+    SPW_ASSIGN_OR_RETURN(TextCorpus held_out, corpus.held_out_part(data.holdout, model.gpt.seq));
+    auto source = std::make_unique<TokenSource>(std::move(held_out), model.gpt.seq);
+    source->set_part(" held out");
+    return std::unique_ptr<BatchSource>(std::move(source));
+  }
+  SPW_ASSIGN_OR_RETURN(auto training, open_batch_source(data, model, seed));
+  if (data.source == DataKind::fashion_mnist) return training->test_set();
+  return std::unique_ptr<BatchSource>(new FarSteps(std::move(training)));
 }
 
 }  // namespace spw

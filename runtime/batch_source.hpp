@@ -38,9 +38,17 @@ class BatchSource {
 };
 
 // Opens what `data` names for `model`, checking that the two fit (token data for a gpt,
-// 784 features and 10 classes for an mlp on Fashion-MNIST).
+// 784 features and 10 classes for an mlp on Fashion-MNIST). A text corpus with
+// data.holdout > 0 gives only its training part.
 Result<std::unique_ptr<BatchSource>> open_batch_source(const DataConfig& data,
                                                        const ModelSpec& model,
                                                        std::uint64_t seed);
+
+// The data evaluations run on (EvalConfig): a text corpus's held-out part (invalid_argument
+// when data.holdout is 0), Fashion-MNIST's t10k set, or for synthetic data the samples of
+// steps from 2^40 on, which no run reaches. Batch k of an evaluation is its fill(k, ...).
+Result<std::unique_ptr<BatchSource>> open_evaluation_source(const DataConfig& data,
+                                                            const ModelSpec& model,
+                                                            std::uint64_t seed);
 
 }  // namespace spw

@@ -276,6 +276,29 @@ Status read_data(const JobReader& r, DataConfig& data) {
   SPW_TRY(r.read_string("data.path", data.path));
   if (data.path.empty() && data.source == DataKind::text) data.path = kFortunesPath;
   if (data.path.empty() && data.source == DataKind::fashion_mnist) data.path = kFashionMnistPath;
+  SPW_TRY(r.read_number("data.holdout", data.holdout, Bound::unit_interval));
+  if (data.holdout > 0 && data.source != DataKind::text) {
+    return r.fail_at({"data.holdout", "data.source"},
+                     "'data.holdout' splits a text corpus; \"" +
+                         std::string(spelling(kDataSources, data.source)) +
+                         "\" data evaluates on " +
+                         (data.source == DataKind::fashion_mnist
+                              ? "its t10k test set"
+                              : "samples training never draws") +
+                         ": remove 'data.holdout'");
+  }
+  return Status::success();
+}
+
+Status read_eval(const JobReader& r, const DataConfig& data, EvalConfig& eval) {
+  SPW_TRY(r.read_integer("eval.every", eval.every, 0));
+  SPW_TRY(r.read_integer("eval.batches", eval.batches, 1));
+  if (eval.every > 0 && data.source == DataKind::text && data.holdout == 0) {
+    return r.fail_at({"eval.every", "data.holdout"},
+                     "'eval.every' evaluates on held-out text, but 'data.holdout' is 0: set it "
+                     "to the fraction of the corpus to keep out of training (0.05 keeps the "
+                     "last 5%)");
+  }
   return Status::success();
 }
 
@@ -491,6 +514,7 @@ Result<JobConfig> parse_job(std::string_view text, const std::string& source_nam
   SPW_TRY(read_model(reader, config.model));
   SPW_TRY(read_data(reader, config.data));
   SPW_TRY(read_train(reader, config.train));
+  SPW_TRY(read_eval(reader, config.data, config.eval));
   SPW_TRY(read_parallel(reader, config.parallel));
   SPW_TRY(check_split_layers_auto(reader, config.model, config.parallel));
   SPW_TRY(read_offload(reader, config.parallel, config.offload));

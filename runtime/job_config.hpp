@@ -64,7 +64,26 @@ struct DataConfig {
   // Filled in with the source's Debian package location when the job leaves it empty
   // (empty stays empty for synthetic data).
   std::string path;
+  // Text only: the fraction of the corpus, from its end, kept out of training for evaluation
+  // (eval.every); 0 trains on all of it.
+  double holdout = 0.0;
   bool operator==(const DataConfig&) const = default;
+};
+
+// The loss on data training never sees, every `every` steps and after the last step: the
+// held-out end of a text corpus (data.holdout), Fashion-MNIST's t10k, or for synthetic data
+// samples of steps no run reaches. Each evaluation runs `batches` batches of train.batch
+// samples, the same ones every time, so evaluations of one run (or of two runs on the same
+// data) compare.
+struct EvalConfig {
+  std::int64_t every = 0;  // 0: never
+  int batches = 4;
+  bool operator==(const EvalConfig&) const = default;
+
+  // Whether the run evaluates after step `step` of `total`.
+  bool after(std::int64_t step, std::int64_t total) const {
+    return every > 0 && (step % every == 0 || step == total);
+  }
 };
 
 struct TrainConfig {
@@ -156,6 +175,7 @@ struct JobConfig {
   ModelConfig model;
   DataConfig data;
   TrainConfig train;
+  EvalConfig eval;
   ParallelConfig parallel;
   OffloadConfig offload;
   MemoryConfig memory;

@@ -30,7 +30,9 @@ nlohmann::json to_json(const JobConfig& config) {
   }
 
   out["data"] = {{"source", std::string(to_string(config.data.source))},
-                 {"path", config.data.path}};
+                 {"path", config.data.path},
+                 {"holdout", config.data.holdout}};
+  out["eval"] = {{"every", config.eval.every}, {"batches", config.eval.batches}};
 
   const TrainConfig& train = config.train;
   json& train_json = out["train"];

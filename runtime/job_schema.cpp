@@ -35,11 +35,12 @@ const std::vector<SectionSchema>& schema() {
   static const std::vector<SectionSchema> sections = {
       {"model",
        {"kind", "layers", "d_model", "heads", "seq", "vocab", "ln_eps", "split_layers", "dims"}},
-      {"data", {"source", "path"}},
+      {"data", {"source", "path", "holdout"}},
       {"train",
        {"batch", "microbatches", "steps", "epochs", "optimizer", "lr", "momentum", "beta1",
         "beta2", "eps", "weight_decay", "seed", "init_from", "lr_decay", "warmup_steps",
         "decay_steps", "min_lr", "clip_grad_norm"}},
+      {"eval", {"every", "batches"}},
       {"parallel", {"stages", "replicas", "schedule", "chunks", "layout"}},
       {"offload", {"tier", "keep", "lookahead", "verify", "dir", "engine_pu"}},
       {"memory", {"cap"}},

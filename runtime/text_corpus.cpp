@@ -115,6 +115,39 @@ TextCorpus TextCorpus::from_bytes(std::vector<std::uint8_t> bytes, std::string o
   return corpus;
 }
 
+Result<TextCorpus> TextCorpus::part(double holdout, std::int64_t seq, bool held_out) const {
+  if (!(holdout > 0 && holdout < 1)) {
+    return error(StatusCode::invalid_argument,
+                 "data.holdout must lie strictly between 0 and 1 to split text corpus " + path_);
+  }
+  const auto held = static_cast<std::int64_t>(static_cast<double>(size()) * holdout);
+  const std::int64_t cut = size() - held;
+  const std::int64_t part_size = held_out ? held : cut;
+  if (part_size < 2 || part_size - 2 < seq) {
+    const std::string which = held_out ? "evaluation" : "training";
+    char fraction[32];
+    std::snprintf(fraction, sizeof fraction, "%g", holdout);
+    return error(StatusCode::invalid_argument,
+                 "data.holdout = " + std::string(fraction) + " leaves " +
+                     std::to_string(part_size) + " of the " + std::to_string(size()) +
+                     " bytes of text corpus " + path_ + " for " + which + ", fewer than " +
+                     "model.seq + 2 = " + std::to_string(seq + 2) + ": " +
+                     (held_out ? "raise" : "lower") + " data.holdout");
+  }
+  const auto begin = bytes_.begin() + (held_out ? cut : 0);
+  TextCorpus corpus = from_bytes(std::vector<std::uint8_t>(begin, begin + part_size), path_);
+  corpus.file_count_ = file_count_;
+  return corpus;
+}
+
+Result<TextCorpus> TextCorpus::training_part(double holdout, std::int64_t seq) const {
+  return part(holdout, seq, false);
+}
+
+Result<TextCorpus> TextCorpus::held_out_part(double holdout, std::int64_t seq) const {
+  return part(holdout, seq, true);
+}
+
 Status TextCorpus::check_sequence(std::int64_t seq) const {
   if (seq < 1) {
     return error(StatusCode::invalid_argument, "text corpus " + path_ + ": sequence length " +

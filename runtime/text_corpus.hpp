@@ -52,6 +52,13 @@ class TextCorpus {
                   std::int64_t global_batch, std::int64_t seq, std::int32_t* tokens,
                   std::int32_t* targets) const;
 
+  // The corpus split for evaluation: the held-out part is the last floor(size * holdout)
+  // bytes, the training part the bytes before them, so no window of one overlaps the other.
+  // Both keep the path and file count. invalid_argument naming data.holdout unless
+  // 0 < holdout < 1 and each part holds at least seq + 2 bytes.
+  Result<TextCorpus> training_part(double holdout, std::int64_t seq) const;
+  Result<TextCorpus> held_out_part(double holdout, std::int64_t seq) const;
+
   std::int64_t size() const { return static_cast<std::int64_t>(bytes_.size()); }
   const std::vector<std::uint8_t>& bytes() const { return bytes_; }
   // The path given to load() (or from_bytes' origin) and how many files went into the stream.
@@ -61,6 +68,9 @@ class TextCorpus {
   std::uint64_t digest() const { return digest_; }
 
  private:
+  // training_part (held_out false) or held_out_part.
+  Result<TextCorpus> part(double holdout, std::int64_t seq, bool held_out) const;
+
   std::vector<std::uint8_t> bytes_;
   std::string path_;
   std::int64_t file_count_ = 0;

@@ -70,6 +70,7 @@ ln_eps = 1e-6
 [data]
 source = "text"
 path = "/srv/corpus"
+holdout = 0.1
 
 [train]
 batch = 32
@@ -89,6 +90,10 @@ warmup_steps = 5
 decay_steps = 40
 min_lr = 3e-5
 clip_grad_norm = 1.0
+
+[eval]
+every = 20
+batches = 3
 
 [parallel]
 stages = [[0, 1], [2, 3], [4, 5]]
@@ -164,6 +169,9 @@ TEST(JobConfigDefaults, MinimalJobHasDocumentedDefaults) {
   EXPECT_FALSE(c.train.decay_steps.has_value());
   EXPECT_DOUBLE_EQ(c.train.min_lr, 0.0);
   EXPECT_DOUBLE_EQ(c.train.clip_grad_norm, 0.0);
+  EXPECT_DOUBLE_EQ(c.data.holdout, 0.0);
+  EXPECT_EQ(c.eval.every, 0);
+  EXPECT_EQ(c.eval.batches, 4);
   EXPECT_EQ(c.parallel.stages.form, StagesSpec::Form::automatic);
   EXPECT_EQ(c.parallel.replicas, 1);
   EXPECT_EQ(c.parallel.schedule, ScheduleKind::one_f_one_b);
@@ -263,6 +271,9 @@ TEST(JobConfigExamples, EveryKey) {
   EXPECT_EQ(c.train.decay_steps, 40);
   EXPECT_DOUBLE_EQ(c.train.min_lr, 3e-5);
   EXPECT_DOUBLE_EQ(c.train.clip_grad_norm, 1.0);
+  EXPECT_DOUBLE_EQ(c.data.holdout, 0.1);
+  EXPECT_EQ(c.eval.every, 20);
+  EXPECT_EQ(c.eval.batches, 3);
   EXPECT_EQ(c.parallel.stages.form, StagesSpec::Form::ranges);
   EXPECT_EQ(c.parallel.stages.ranges,
             (std::vector<StageRange>{{0, 1}, {2, 3}, {4, 5}}));
@@ -864,6 +875,54 @@ TEST(JobConfigNames, JobFileSpellings) {
   EXPECT_EQ(to_string(ScheduleKind::zb_h1), "zb-h1");
   EXPECT_EQ(to_string(Layout::automatic), "auto");
   EXPECT_EQ(to_string(OffloadTier::peer), "peer");
+}
+
+}  // namespace
+}  // namespace spw
+
+namespace spw {
+namespace {
+
+TEST(JobConfigEval, HeldOutTextAndTheEvaluationsAgree) {
+  EXPECT_EQ(error_of("[train]\nsteps = 10\n[eval]\nevery = 5\n"),
+            "job.toml:4: 'eval.every' evaluates on held-out text, but 'data.holdout' is 0: set "
+            "it to the fraction of the corpus to keep out of training (0.05 keeps the last 5%)");
+  EXPECT_EQ(error_of("[data]\nholdout = 1\n[train]\nsteps = 10\n"),
+            "job.toml:2: 'data.holdout' must be in [0, 1), got 1");
+  EXPECT_EQ(error_of("[data]\nholdout = -0.1\n[train]\nsteps = 10\n"),
+            "job.toml:2: 'data.holdout' must be in [0, 1), got -0.1");
+  EXPECT_EQ(error_of("[data]\nsource = \"fashion-mnist\"\nholdout = 0.1\n[model]\nkind = "
+                     "\"mlp\"\ndims = [784, 10]\n[train]\nsteps = 10\n"),
+            "job.toml:3: 'data.holdout' splits a text corpus; \"fashion-mnist\" data evaluates "
+            "on its t10k test set: remove 'data.holdout'");
+  EXPECT_EQ(error_of("[data]\nsource = \"synthetic\"\nholdout = 0.1\n[train]\nsteps = 10\n"),
+            "job.toml:3: 'data.holdout' splits a text corpus; \"synthetic\" data evaluates on "
+            "samples training never draws: remove 'data.holdout'");
+  EXPECT_EQ(error_of("[train]\nsteps = 10\n[eval]\nbatches = 0\n"),
+            "job.toml:4: 'eval.batches' must be at least 1, got 0");
+  EXPECT_EQ(error_of("[train]\nsteps = 10\n[eval]\nevery = -1\n"),
+            "job.toml:4: 'eval.every' must be at least 0, got -1");
+  // Synthetic data and Fashion-MNIST evaluate without a split; text with one.
+  auto synthetic = parse("[data]\nsource = \"synthetic\"\n[train]\nsteps = 10\n[eval]\n"
+                         "every = 5\n");
+  ASSERT_TRUE(synthetic.ok()) << synthetic.status().message();
+  auto text = parse("[data]\nholdout = 0.05\n[train]\nsteps = 10\n[eval]\nevery = 5\n",
+                    {"eval.batches=2"});
+  ASSERT_TRUE(text.ok()) << text.status().message();
+  EXPECT_EQ(text->eval.batches, 2);
+  EXPECT_EQ(to_json(*text)["eval"], (nlohmann::json{{"every", 5}, {"batches", 2}}));
+  EXPECT_EQ(to_json(*text)["data"]["holdout"], 0.05);
+}
+
+TEST(JobConfigEval, EvaluatesEveryNStepsAndAfterTheLast) {
+  EvalConfig eval;
+  EXPECT_FALSE(eval.after(10, 10));  // every = 0: never
+  eval.every = 4;
+  std::vector<std::int64_t> steps;
+  for (std::int64_t step = 1; step <= 10; ++step) {
+    if (eval.after(step, 10)) steps.push_back(step);
+  }
+  EXPECT_EQ(steps, (std::vector<std::int64_t>{4, 8, 10}));
 }
 
 }  // namespace

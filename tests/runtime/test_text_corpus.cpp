@@ -222,5 +222,45 @@ TEST(TextCorpus, RealFortunesCorpusLoads) {
   }
 }
 
+TEST(TextCorpus, HoldoutSplitsTheStreamAtItsEndWithoutOverlap) {
+  const TextCorpus whole = TextCorpus::from_bytes(pattern_bytes(1000), "pattern");
+  auto training = whole.training_part(0.1, 8);
+  auto held_out = whole.held_out_part(0.1, 8);
+  ASSERT_TRUE(training.ok()) << training.status().message();
+  ASSERT_TRUE(held_out.ok()) << held_out.status().message();
+  EXPECT_EQ(training->size(), 900);
+  EXPECT_EQ(held_out->size(), 100);
+  EXPECT_EQ(training->bytes(),
+            std::vector<std::uint8_t>(whole.bytes().begin(), whole.bytes().begin() + 900));
+  EXPECT_EQ(held_out->bytes(),
+            std::vector<std::uint8_t>(whole.bytes().begin() + 900, whole.bytes().end()));
+  EXPECT_EQ(held_out->path(), "pattern");
+  EXPECT_EQ(held_out->digest(), fnv1a64(whole.bytes().data() + 900, 100));
+  // Every window of the held-out part lies in the last 100 bytes of the whole stream.
+  std::vector<std::int32_t> tokens(4 * 8), targets(4 * 8);
+  held_out->fill_batch(3, 0, 4, 4, 8, tokens.data(), targets.data());
+  for (int row = 0; row < 4; ++row) {
+    const std::int64_t offset = held_out->sample_offset(3, row, 4, 8);
+    EXPECT_LE(offset + 9, 100);
+    EXPECT_EQ(tokens[static_cast<std::size_t>(row * 8)], whole.bytes()[900 + offset]);
+  }
+}
+
+TEST(TextCorpus, AHoldoutThatLeavesTooLittleTextNamesTheFix) {
+  const TextCorpus whole = TextCorpus::from_bytes(pattern_bytes(1000), "pattern");
+  auto small = whole.held_out_part(0.005, 8);  // 5 bytes
+  ASSERT_FALSE(small.ok());
+  EXPECT_EQ(small.status().code(), StatusCode::invalid_argument);
+  EXPECT_EQ(small.status().message(),
+            "data.holdout = 0.005 leaves 5 of the 1000 bytes of text corpus pattern for "
+            "evaluation, fewer than model.seq + 2 = 10: raise data.holdout");
+  auto large = whole.training_part(0.999, 8);
+  ASSERT_FALSE(large.ok());
+  EXPECT_EQ(large.status().message(),
+            "data.holdout = 0.999 leaves 1 of the 1000 bytes of text corpus pattern for "
+            "training, fewer than model.seq + 2 = 10: lower data.holdout");
+  EXPECT_FALSE(whole.training_part(0, 8).ok());
+}
+
 }  // namespace
 }  // namespace spw
