@@ -47,6 +47,14 @@ Result<Schedule> make_zb_h1(const ScheduleShape& shape);
 // backward ranks reduce and step. Needs v = 1. One stash per rank with free links.
 Result<Schedule> make_pipefb(const ScheduleShape& shape);
 
+// The forwards of `training` alone, for an evaluation pass (Schedule::forward_only): each
+// rank's Forward, SendAct and RecvAct in their training order, each stash dropped (DropStash)
+// once the forward's output is handed on; no backward, reduce, step or stash and parameter
+// transfer, so PipeFB's backward ranks have empty lists. Offload instructions are left out:
+// a dropped stash never needs the capacity tier. invalid_argument for a schedule that is
+// already an evaluation.
+Result<Schedule> make_evaluation(const Schedule& training);
+
 // By name: "gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "pipefb"; not_found for another
 // name.
 Result<Schedule> make_schedule(std::string_view name, const ScheduleShape& shape);

@@ -37,6 +37,8 @@ const char* op_name(Op op) {
       return "SendParams";
     case Op::recv_params:
       return "RecvParams";
+    case Op::drop_stash:
+      return "DropStash";
   }
   return "Unknown";
 }
@@ -113,6 +115,8 @@ const char* short_name(Op op) {
       return "SP";
     case Op::recv_params:
       return "RP";
+    case Op::drop_stash:
+      return "DS";
   }
   return "?";
 }
@@ -309,6 +313,7 @@ Ends ends_of(Op op) {
     case Op::prefetch:
     case Op::reduce_grads:
     case Op::optimizer_step:
+    case Op::drop_stash:
       break;  // not transfers; transfer_of rejects them first
   }
   return {Payload::activation, Direction::forward};

@@ -43,6 +43,7 @@ enum class Op : std::uint8_t {
   recv_stash,       // stash for B(mb, chunk) from the stage's forward rank; it lives from here
   send_params,      // the chunk's parameters, updated by OptimizerStep, to its forward rank
   recv_params,      // the chunk's updated parameters from its backward rank; last in the list
+  drop_stash,       // frees the stash of F(mb, chunk) unused: an evaluation has no backward
 };
 
 const char* op_name(Op op);
@@ -92,6 +93,7 @@ struct Instruction {
   static Instruction recv_params(int chunk, int peer) {
     return {Op::recv_params, -1, chunk, peer};
   }
+  static Instruction drop_stash(int mb, int chunk) { return {Op::drop_stash, mb, chunk, -1}; }
 
   friend bool operator==(const Instruction&, const Instruction&) = default;
 };
@@ -102,8 +104,8 @@ bool uses_microbatch(Op op);
 bool uses_chunk(Op op);
 
 // Short forms: F3.0 B3.0 W3.0 (microbatch.chunk), SA3.0>1 RA3.0<0 SG3.1>0 RG3.0<1 SS3.0>2
-// RS3.0<0 (peer rank after the arrow), SP0>0 RP0<2 (chunk, peer), OF3.0 PF3.0, RD1 (chunk),
-// OPT.
+// RS3.0<0 (peer rank after the arrow), SP0>0 RP0<2 (chunk, peer), OF3.0 PF3.0, DS3.0,
+// RD1 (chunk), OPT.
 std::string to_string(const Instruction& instruction);
 
 enum class Direction : std::uint8_t { forward, backward };
@@ -126,6 +128,9 @@ struct Schedule {
   int microbatches = 1;        // m
   int chunks = 1;              // v: local chunk indices per rank are in [0, v)
   bool data_parallel = false;  // replicas exist: each chunk's gradients get a ReduceGrads
+  // An evaluation (make_evaluation): forwards and their activations only, each stash dropped
+  // (DropStash) on the rank that made it; no backward, reduce, step or stash transfer.
+  bool forward_only = false;
   std::vector<std::vector<Instruction>> lists;  // [rank]
   std::vector<StagePlacement> placement;        // [stage]; empty: classic, see above
 

@@ -252,6 +252,10 @@ void Clock::step(int rank, const Instruction& in) {
   if (is_compute(in.op) || in.op == Op::optimizer_step) return compute(rank, in);
   const double now = compute_[r];
   if (is_send(in.op) || is_recv(in.op)) return transfer(rank, in);
+  if (in.op == Op::drop_stash) {  // frees memory, takes no time
+    out_.timeline[r].push_back({in, now, now, Stream::compute});
+    return;
+  }
   if (in.op == Op::reduce_grads) {
     const double start = std::max(now, collective_[r]);
     collective_[r] = start + cost(index_.stage(rank, in.chunk)).reduce_grads_s;

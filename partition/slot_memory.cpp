@@ -20,6 +20,7 @@ struct Slot {
   bool weight_done = false;
   bool grad_sent = false;
   bool stash_sent = false;
+  bool dropped = false;  // DropStash: an evaluation's forward, no backward to wait for
   double evicted_at = -1;     // an Offload's copy end, until the memory is given back
   std::vector<double> taken;  // when the receiver of each of its sends took the data
 };
@@ -215,7 +216,9 @@ void Replay::retire_if_done(int chunk, int mb, double at) {
   int& id = active(chunk, mb);
   Slot& slot = slots_[index(id)];
   const Chunk& k = chunks_[index(chunk)];
-  if (k.backward) {
+  if (slot.dropped) {
+    for (Part part : {kIn, kMid}) free(slot, part, at);
+  } else if (k.backward) {
     if (!slot.weight_done || (k.sends_grad && !slot.grad_sent)) return;
     // Under offload the executor keeps only what its sends may still read.
     for (Part part : {kIn, kMid, kOutGrad, kRest}) free(slot, part, at);
@@ -324,6 +327,12 @@ void Replay::run() {
         if (in.op == Op::send_grad) slot.grad_sent = true;
         if (in.op == Op::send_stash) slot.stash_sent = true;
         if (in.op != Op::send_act) retire_if_done(in.chunk, in.mb, at);
+        break;
+      }
+      case Op::drop_stash: {
+        Slot& slot = slots_[index(active(in.chunk, in.mb))];
+        slot.dropped = true;
+        retire_if_done(in.chunk, in.mb, after);
         break;
       }
       case Op::offload: {

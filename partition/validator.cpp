@@ -27,6 +27,7 @@ class Replay {
         P_(static_cast<std::size_t>(schedule.ranks)),
         cells_(static_cast<std::size_t>(schedule.microbatches * schedule.stages())),
         forward_(cells_, kNone),
+        dropped_(cells_, kNone),
         input_(cells_, kNone),
         weight_(cells_, kNone),
         stash_(cells_, Stash::none),
@@ -95,13 +96,15 @@ class Replay {
   Status execute_receive(int rank, int index, const Transfer& transfer);
   Status execute_stash_move(int rank, int index);
   Status execute_update(int rank, int index);
+  Status execute_drop(int rank, int index);
   Status check_complete() const;
+  Status check_evaluation_complete() const;
   void count_stashes(int rank, int live_delta, int resident_delta);
 
   const Schedule& s_;
   const StageIndex index_;
   std::size_t P_, cells_;  // P_: ranks (lists), not stages
-  std::vector<int> forward_, input_, weight_;
+  std::vector<int> forward_, dropped_, input_, weight_;
   std::array<std::vector<int>, kPayloads> sent_, received_;  // [payload]
   std::vector<Stash> stash_;
   std::vector<int> holder_;
@@ -350,9 +353,34 @@ Status Replay::execute_update(int rank, int index) {
   return Status::success();
 }
 
+Status Replay::execute_drop(int rank, int index) {
+  const Instruction& in = at(rank, index);
+  if (!s_.forward_only)
+    return fail(rank, index, "a training schedule's backward needs every stash it keeps");
+  SPW_ASSIGN_OR_RETURN(const int stage, compute_stage(rank, index, Direction::forward));
+  const std::size_t c = cell(in.mb, stage);
+  const std::string mbc = std::to_string(in.mb) + "." + std::to_string(in.chunk);
+  if (forward_[c] == kNone) return fail(rank, index, "runs before F" + mbc);
+  if (stash_[c] != Stash::resident || holder_[c] != rank)
+    return fail(rank, index, "no stash of F" + mbc + " to drop (dropped twice?)");
+  // The stash holds the forward's output, which a SendAct still has to read.
+  if (stage + 1 < s_.stages() && s_.forward_rank_of(stage + 1) != rank &&
+      sent(Payload::activation)[c] == kNone)
+    return fail(rank, index, "drops the output of F" + mbc + " before SA" + mbc + " sends it");
+  stash_[c] = Stash::freed;
+  holder_[c] = kNone;
+  count_stashes(rank, -1, -1);
+  dropped_[c] = index;
+  return Status::success();
+}
+
 Status Replay::execute(int rank, int index) {
   SPW_TRY(check_fields(rank, index));
-  switch (at(rank, index).op) {
+  const Op op = at(rank, index).op;
+  if (s_.forward_only && op != Op::forward && op != Op::send_act && op != Op::recv_act &&
+      op != Op::drop_stash)
+    return fail(rank, index, "an evaluation runs forwards only (F, SA, RA, DS)");
+  switch (op) {
     case Op::forward:
       return execute_forward(rank, index);
     case Op::backward_input:
@@ -373,11 +401,35 @@ Status Replay::execute(int rank, int index) {
     case Op::reduce_grads:
     case Op::optimizer_step:
       return execute_update(rank, index);
+    case Op::drop_stash:
+      return execute_drop(rank, index);
   }
   return fail(rank, index, "unknown operation");
 }
 
+Status Replay::check_evaluation_complete() const {
+  for (int stage = 0; stage < s_.stages(); ++stage) {
+    const int rank = s_.forward_rank_of(stage);
+    const std::string on = "rank " + std::to_string(rank) + ": ";
+    const std::string mbc_tail = "." + std::to_string(s_.chunk_of(stage, Direction::forward));
+    for (int mb = 0; mb < s_.microbatches; ++mb) {
+      const std::size_t c = cell(mb, stage);
+      const std::string mbc = std::to_string(mb) + mbc_tail;
+      if (forward_[c] == kNone)
+        return error(StatusCode::invalid_argument, on + "F" + mbc + " never runs");
+      if (dropped_[c] == kNone)
+        return error(StatusCode::invalid_argument,
+                     on + "the stash of F" + mbc + " is never dropped (no DS" + mbc + ")");
+      const int sent_at = sent(Payload::activation)[c];
+      if (sent_at != kNone && received(Payload::activation)[c] == kNone)
+        return fail(rank, sent_at, "never received");
+    }
+  }
+  return Status::success();
+}
+
 Status Replay::check_complete() const {
+  if (s_.forward_only) return check_evaluation_complete();
   const auto never_received = [&](Payload payload, std::size_t k, int sender) -> Status {
     const int at_index = sent(payload)[k];
     if (at_index != kNone && received(payload)[k] == kNone)

@@ -22,11 +22,15 @@
 //   ReduceGrads(c)        only when data_parallel, on a chunk that runs backwards here,
 //                         after all m W passes of chunk c;
 //   OptimizerStep         only on a rank running backwards, after every W pass and every
-//                         ReduceGrads; nothing but SendParams may follow it.
+//                         ReduceGrads; nothing but SendParams may follow it;
+//   DropStash(mb, c)      only in a forward_only schedule, after its Forward on this rank
+//                         and, when the output goes to another rank, after its SendAct.
 // At the end every F, B and W of every (microbatch, stage) has run exactly once on the
 // rank the placement gives it, every send was received, every chunk that runs backwards
 // was reduced (data_parallel), every rank running backwards stepped, and every stage whose
 // forwards run on another rank than its backwards sent its parameters back.
+// A forward_only schedule (an evaluation) may hold nothing but F, SA, RA and DS, and at the
+// end every F has run and every stash has been dropped.
 // When no rank can advance before all are done, the error is a deadlock listing the
 // receive each stuck rank waits on. Messages read "rank 1 [4] F0.0: ..." (position in list).
 #pragma once

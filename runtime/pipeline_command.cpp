@@ -87,6 +87,11 @@ Result<RunEnd> train_opened_job(const JobConfig& job, const TrainCommand& comman
       progress.print({step.step, total, step.loss, step.items_per_second, item_name, elapsed,
                       MemoryLedger::process().peak_total()});
     }
+    if (job.eval.after(step.step, total)) {
+      SPW_ASSIGN_OR_RETURN(const double loss, executor->evaluate(job.eval.batches));
+      record_evaluation(record, rank == 0 ? stdout : nullptr, step.step, loss,
+                        job.eval.batches);
+    }
     const bool scheduled =
         job.output.checkpoint_every > 0 && step.step % job.output.checkpoint_every == 0;
     int stop = 0;

@@ -101,13 +101,16 @@ Status PipelineExecutor::setup(const PipelineSettings& settings, MPI_Comm world)
     SPW_ASSIGN_OR_RETURN(schedule_, sched::insert_offload(schedule_, policy));
   }
   stages_.emplace(schedule_);  // schedule_ is final from here on
-  list_ = schedule_.lists[static_cast<std::size_t>(pipeline_rank_)];
-  for (std::size_t i = 0; i < list_.size(); ++i) {
-    if (sched::is_recv(list_[i].op)) receive_positions_.push_back(i);
-  }
+  const auto rank_list = static_cast<std::size_t>(pipeline_rank_);
+  training_ = program_for(schedule_.lists[rank_list]);
+  training_.sums_loss = true;
+  // The evaluation's placement is the training schedule's, so stages_ serves both.
+  SPW_ASSIGN_OR_RETURN(const sched::Schedule evaluation, sched::make_evaluation(schedule_));
+  evaluation_ = program_for(evaluation.lists[rank_list]);
+  const std::vector<sched::Instruction>& list = training_.list;
   if (train.clip_grad_norm > 0) {
     // Collective, and every rank gets here from the same schedule.
-    const bool steps = std::any_of(list_.begin(), list_.end(), [](const sched::Instruction& in) {
+    const bool steps = std::any_of(list.begin(), list.end(), [](const sched::Instruction& in) {
       return in.op == sched::Op::optimizer_step;
     });
     SPW_TRY(mpi_check(MPI_Comm_split(world, steps ? replica_ : MPI_UNDEFINED, pipeline_rank_,
@@ -125,6 +128,10 @@ Status PipelineExecutor::setup(const PipelineSettings& settings, MPI_Comm world)
   }
 
   SPW_ASSIGN_OR_RETURN(data_, open_batch_source(train.data, train.model, train.seed));
+  if (train.evaluates) {
+    SPW_ASSIGN_OR_RETURN(evaluation_data_,
+                         open_evaluation_source(train.data, train.model, train.seed));
+  }
   const std::int64_t batch = train.batch;
   total_steps_ =
       train.steps > 0 ? train.steps : train.epochs * (data_->samples_per_epoch() / batch);
@@ -173,12 +180,12 @@ Status PipelineExecutor::setup(const PipelineSettings& settings, MPI_Comm world)
                     "counting parameters"));
   model_parameters_ = static_cast<std::size_t>(total);
 
-  for (std::size_t i = 0; i < list_.size(); ++i) {
-    const sched::Instruction& in = list_[i];
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const sched::Instruction& in = list[i];
     if (in.op != sched::Op::forward) continue;
     Model& chunk = *chunks_[static_cast<std::size_t>(in.chunk)];
     if (chunk.block(chunk.size() - 1).computes_loss()) {
-      loss_final_after_ = static_cast<std::ptrdiff_t>(i);
+      training_.loss_final_after = static_cast<std::ptrdiff_t>(i);
     }
   }
 
@@ -240,7 +247,16 @@ std::int64_t PipelineExecutor::parameter_bytes(int chunk) {
   return bytes;
 }
 
-Status PipelineExecutor::load_microbatches() {
+PipelineExecutor::Program PipelineExecutor::program_for(std::vector<sched::Instruction> list) {
+  Program program;
+  program.list = std::move(list);
+  for (std::size_t i = 0; i < program.list.size(); ++i) {
+    if (sched::is_recv(program.list[i].op)) program.receive_positions.push_back(i);
+  }
+  return program;
+}
+
+Status PipelineExecutor::load_microbatches(const BatchSource& source, std::int64_t step) {
   const PipelineLayout& l = layout();
   const std::int64_t micro = l.microbatch_samples;
   const std::int64_t positions = settings_.train.model.positions_per_sample();
@@ -253,7 +269,7 @@ Status PipelineExecutor::load_microbatches() {
     const std::int64_t first = (static_cast<std::int64_t>(replica_) * l.microbatches + k) * micro;
     MicrobatchData mb;
     if (reads_batches_) {
-      SPW_TRY(data_->fill(step_, first, micro, settings_.train.batch, buffers_[i]));
+      SPW_TRY(source.fill(step, first, micro, settings_.train.batch, buffers_[i]));
       mb = buffers_[i].view(micro, positions);
     } else {
       mb.samples = micro;
@@ -525,6 +541,12 @@ Status PipelineExecutor::execute(const sched::Instruction& in, std::size_t posit
     case Op::prefetch:
       SPW_TRY(prefetch(in.mb, in.chunk));
       return progress();
+    case Op::drop_stash: {
+      SPW_ASSIGN_OR_RETURN(Slot * s, slot(in.chunk, in.mb));
+      s->dropped = true;
+      SPW_TRY(retire_if_done(in.chunk, in.mb));
+      return progress();
+    }
   }
   const double end = now();
   current_.busy_s += end - start;
@@ -559,27 +581,8 @@ Status PipelineExecutor::run_step(StepResult& result) {
   // here: on the first rank this would delay the step's first forward, which every other rank
   // waits for.
   grads_zeroed_.assign(chunks_.size(), 0);
-  SPW_TRY(load_microbatches());
-  std::fill(losses_.begin(), losses_.end(), 0.0);
-  posted_.assign(receive_positions_.size(), PostedReceive{});
-  next_to_post_ = 0;
-  next_to_receive_ = 0;
-  if (!receive_positions_.empty()) {
-    SPW_TRY(post_receives_through(static_cast<std::size_t>(settings_.receive_lookahead) - 1,
-                                  receive_positions_.size()));
-  }
-  if (loss_final_after_ < 0) SPW_TRY(start_loss_sum());
-  for (std::size_t i = 0; i < list_.size(); ++i) {
-    Status status = execute(list_[i], i);
-    if (status.ok() && static_cast<std::ptrdiff_t>(i) == loss_final_after_) {
-      status = start_loss_sum();
-    }
-    if (!status.ok()) {
-      return status.with_context("step " + std::to_string(step) + ", instruction " +
-                                 sched::to_string(list_[i]));
-    }
-  }
-  SPW_TRY(finish_sends());
+  SPW_TRY(load_microbatches(*data_, step_));
+  SPW_TRY(run_program(training_, "step " + std::to_string(step)));
   current_.span_s = now() - step_start_;
   current_.allocated_bytes =
       static_cast<std::int64_t>(MemoryLedger::process().reserved_total() - reserved_before);
@@ -599,6 +602,69 @@ Status PipelineExecutor::run_step(StepResult& result) {
       scheduled_lr(settings_.train.optimizer.lr, settings_.train.optimizer.schedule, step);
   result.grad_norm = grad_norm_;
   return Status::success();
+}
+
+Status PipelineExecutor::run_program(const Program& program, const std::string& what) {
+  program_ = &program;
+  std::fill(losses_.begin(), losses_.end(), 0.0);
+  posted_.assign(program.receive_positions.size(), PostedReceive{});
+  next_to_post_ = 0;
+  next_to_receive_ = 0;
+  if (!program.receive_positions.empty()) {
+    SPW_TRY(post_receives_through(static_cast<std::size_t>(settings_.receive_lookahead) - 1,
+                                  program.receive_positions.size()));
+  }
+  if (program.sums_loss && program.loss_final_after < 0) SPW_TRY(start_loss_sum());
+  for (std::size_t i = 0; i < program.list.size(); ++i) {
+    Status status = execute(program.list[i], i);
+    if (status.ok() && program.sums_loss &&
+        static_cast<std::ptrdiff_t>(i) == program.loss_final_after) {
+      status = start_loss_sum();
+    }
+    if (!status.ok()) {
+      return status.with_context(what + ", instruction " + sched::to_string(program.list[i]));
+    }
+  }
+  return finish_sends();
+}
+
+Result<double> PipelineExecutor::evaluate(int batches) {
+  if (batches < 1) {
+    return error(StatusCode::invalid_argument,
+                 "an evaluation needs at least one batch, got " + std::to_string(batches));
+  }
+  if (!evaluation_data_) {
+    auto opened = open_evaluation_source(settings_.train.data, settings_.train.model,
+                                         settings_.train.seed);
+    SPW_TRY(agree_on_status(world_, opened.status()));
+    evaluation_data_ = std::move(*opened);
+  }
+  // An evaluation is not a step: what the report says about steps stays as it was.
+  const RankStepMetrics metrics = current_;
+  const std::vector<ChunkTiming> timings = timings_;
+  const bool tracing = tracing_;
+  tracing_ = false;
+  const std::int64_t micro = layout().microbatch_samples;
+  double share = 0;
+  Status status;
+  for (int k = 0; k < batches && status.ok(); ++k) {
+    status = load_microbatches(*evaluation_data_, k);
+    if (status.ok()) {
+      status = run_program(evaluation_, "evaluation batch " + std::to_string(k + 1));
+    }
+    for (double l : losses_) {
+      share += l * static_cast<double>(micro) / static_cast<double>(settings_.train.batch);
+    }
+  }
+  program_ = &training_;
+  current_ = metrics;
+  timings_ = timings;
+  tracing_ = tracing;
+  SPW_TRY(status);
+  double sum = 0;
+  SPW_TRY(mpi_check(MPI_Allreduce(&share, &sum, 1, MPI_DOUBLE, MPI_SUM, world_),
+                    "summing the evaluation's loss"));
+  return sum / batches;
 }
 
 Result<std::map<std::string, std::vector<float>>> PipelineExecutor::gather_parameters(

@@ -116,6 +116,15 @@ class PipelineExecutor {
   // so the caller must end the job (the CLI aborts it).
   Status run_step(StepResult& result);
 
+  // Collective over the world: the mean loss of `batches` batches of held-out data
+  // (open_evaluation_source), each of train.batch samples split as a training batch is,
+  // run through the forwards of the training schedule alone (sched::make_evaluation). The
+  // parameters, optimizer state and step count stay as they were; the step metrics and
+  // timings do not count it. Every rank returns the same loss, or the same error when the
+  // data cannot be opened; an error from inside the pass leaves the executor as a failed
+  // run_step does.
+  Result<double> evaluate(int batches);
+
   std::int64_t steps_done() const { return step_; }
   std::int64_t total_steps() const { return total_steps_; }
   const PipelineSettings& settings() const { return settings_; }
@@ -161,8 +170,21 @@ class PipelineExecutor {
   };
   PipelineExecutor() = default;
 
+  // One rank's instruction list for one pass (a training step or an evaluation batch).
+  struct Program {
+    std::vector<sched::Instruction> list;
+    std::vector<std::size_t> receive_positions;  // where the receives sit in list
+    // Where the step's loss sum starts (see loss_final_after_ below); unused without sums.
+    std::ptrdiff_t loss_final_after = -1;
+    bool sums_loss = false;  // a training step sums its loss over the ranks as it goes
+  };
+  static Program program_for(std::vector<sched::Instruction> list);
+
   Status setup(const PipelineSettings& settings, MPI_Comm world);
-  Status load_microbatches();
+  // Fills the microbatches of this replica's share of batch `step` of `source`.
+  Status load_microbatches(const BatchSource& source, std::int64_t step);
+  // Runs `program` to its end and waits for its sends; `what` names the pass in errors.
+  Status run_program(const Program& program, const std::string& what);
   Status execute(const sched::Instruction& in, std::size_t position);
   Status forward(int mb, int chunk);
   Status backward_input(int mb, int chunk);
@@ -185,7 +207,7 @@ class PipelineExecutor {
   Status progress();
   Status poke_communication();
   Status finish_sends();
-  // Starts the step's loss sum over all ranks with this rank's share (see loss_final_after_).
+  // Starts the step's loss sum over all ranks with this rank's share (see loss_share_).
   Status start_loss_sum();
   Status setup_offload();
   Result<Slot*> placeholder_forward(int chunk);
@@ -224,8 +246,9 @@ class PipelineExecutor {
   PipelineSettings settings_;
   sched::Schedule schedule_;
   std::optional<sched::StageIndex> stages_;  // of schedule_, for the transfers of every step
-  std::vector<sched::Instruction> list_;
-  std::vector<std::size_t> receive_positions_;  // where the receives sit in list_
+  Program training_;
+  Program evaluation_;
+  const Program* program_ = &training_;  // the one running
   MPI_Comm world_ = MPI_COMM_NULL;
   MPI_Comm pipeline_comm_ = MPI_COMM_NULL;
   MPI_Comm replica_comm_ = MPI_COMM_NULL;  // the ranks holding the same stages
@@ -250,16 +273,16 @@ class PipelineExecutor {
   std::vector<MPI_Request> param_sends_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<BatchSource> data_;
+  std::unique_ptr<BatchSource> evaluation_data_;  // opened by the first evaluate()
   bool reads_batches_ = false;
   std::vector<MicrobatchBuffers> buffers_;
   std::vector<MicrobatchData> microbatches_;
   std::vector<double> losses_;
   // The step's loss is summed by a non-blocking all-reduce that each rank joins as soon as its
-  // share is final: after the last Forward of its loss chunk (index into list_), or at the
-  // step's start (-1) on ranks without one. A rank that finishes first then waits only for
-  // the others' losses, not for their last weight gradients, and starts its next step while
-  // they finish theirs.
-  std::ptrdiff_t loss_final_after_ = -1;
+  // share is final: after the last Forward of its loss chunk (Program::loss_final_after, an
+  // index into the list), or at the step's start (-1) on ranks without one. A rank that
+  // finishes first then waits only for the others' losses, not for their last weight
+  // gradients, and starts its next step while they finish theirs.
   double loss_share_ = 0;
   double loss_sum_ = 0;
   MPI_Request loss_request_ = MPI_REQUEST_NULL;

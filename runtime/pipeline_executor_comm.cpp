@@ -162,10 +162,11 @@ Result<std::vector<Tensor*>> PipelineExecutor::receive_buffers(const sched::Inst
 // stash received only to be offloaded) waits until it is the receive being waited for
 // (`needed`), and the ones after it with it.
 Status PipelineExecutor::post_receives_through(std::size_t through, std::size_t needed) {
-  const std::size_t last = std::min(through + 1, receive_positions_.size());
+  const std::vector<std::size_t>& receives = program_->receive_positions;
+  const std::size_t last = std::min(through + 1, receives.size());
   for (; next_to_post_ < last; ++next_to_post_) {
-    const sched::Instruction& in = list_[receive_positions_[next_to_post_]];
-    if (sched::posted_when_reached(list_, receive_positions_[next_to_post_]) &&
+    const sched::Instruction& in = program_->list[receives[next_to_post_]];
+    if (sched::posted_when_reached(program_->list, receives[next_to_post_]) &&
         next_to_post_ != needed) {
       break;
     }
@@ -189,8 +190,9 @@ Status PipelineExecutor::post_receives_through(std::size_t through, std::size_t 
 }
 
 Status PipelineExecutor::receive(const sched::Instruction& in, std::size_t position) {
-  const auto it = std::lower_bound(receive_positions_.begin(), receive_positions_.end(), position);
-  const auto index = static_cast<std::size_t>(it - receive_positions_.begin());
+  const std::vector<std::size_t>& receives = program_->receive_positions;
+  const auto it = std::lower_bound(receives.begin(), receives.end(), position);
+  const auto index = static_cast<std::size_t>(it - receives.begin());
   SPW_TRY(post_receives_through(index + static_cast<std::size_t>(settings_.receive_lookahead),
                                 index));
   SPW_ASSIGN_OR_RETURN(const double zeroing, zero_grads_while_waiting(posted_[index].requests));

@@ -19,6 +19,7 @@ struct PipelineExecutor::Slot {
   bool weight_done = false;
   bool grad_sent = false;
   bool stash_sent = false;  // a forward-only chunk's slot is done once its stash has left
+  bool dropped = false;     // DropStash: an evaluation's forward, done once its sends are
   // Where the stash is: resident, being copied out (its memory still held), out on the
   // capacity tier (its tensors given back, their places kept), or being copied back.
   enum class Residency {

@@ -72,7 +72,7 @@ std::vector<Tensor*> PipelineExecutor::stash_tensors(Slot& s, int chunk) {
 // the caller reads and then hands back with return_placeholder(): what a stash holds is
 // known only once a forward has filled one.
 Result<PipelineExecutor::Slot*> PipelineExecutor::placeholder_forward(int chunk) {
-  SPW_TRY(load_microbatches());
+  SPW_TRY(load_microbatches(*data_, step_));
   SPW_ASSIGN_OR_RETURN(Slot * s, slot(chunk, 0));
   Model& model = *chunks_[static_cast<std::size_t>(chunk)];
   const MicrobatchData& data = microbatches_[0];
@@ -433,6 +433,7 @@ Result<PipelineExecutor::Slot*> PipelineExecutor::slot(int chunk, int mb) {
   active->weight_done = false;
   active->grad_sent = false;
   active->stash_sent = false;
+  active->dropped = false;
   return active;
 }
 
@@ -472,11 +473,16 @@ Status PipelineExecutor::retire_if_done(int chunk, int mb) {
                                            " of chunk " + std::to_string(chunk));
   }
   const int stage = global_stage(chunk);
-  if (runs_backward(chunk)) {
-    const bool sends_grad = stage > 0 && schedule_.backward_rank_of(stage - 1) != pipeline_rank_;
-    if (!active->weight_done || (sends_grad && !active->grad_sent)) return Status::success();
-  } else if (!active->stash_sent) {
-    return Status::success();
+  // A dropped stash (an evaluation's forward) waits for no backward, only for its output's
+  // send, which retiring waits for.
+  if (!active->dropped) {
+    if (runs_backward(chunk)) {
+      const bool sends_grad =
+          stage > 0 && schedule_.backward_rank_of(stage - 1) != pipeline_rank_;
+      if (!active->weight_done || (sends_grad && !active->grad_sent)) return Status::success();
+    } else if (!active->stash_sent) {
+      return Status::success();
+    }
   }
   if (largest_retired_slot_.size() <= static_cast<std::size_t>(chunk))
     largest_retired_slot_.resize(static_cast<std::size_t>(chunk) + 1, 0);

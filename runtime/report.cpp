@@ -34,6 +34,15 @@ void record_step(RunRecord& run, const StepResult& step) {
   if (step.grad_norm) run.grad_norm.push_back(*step.grad_norm);
 }
 
+void record_evaluation(RunRecord& run, std::FILE* log, std::int64_t step, double loss,
+                       int batches) {
+  run.evaluations.push_back({step, loss});
+  if (log == nullptr) return;
+  std::fprintf(log, "step %lld: eval loss %.4f on %d held-out batch%s\n",
+               static_cast<long long>(step), loss, batches, batches == 1 ? "" : "es");
+  std::fflush(log);
+}
+
 nlohmann::json make_report(const RunRecord& run, double items_per_step,
                            const LedgerSnapshot& memory) {
   nlohmann::json peak = nlohmann::json::object();
@@ -62,6 +71,13 @@ nlohmann::json make_report(const RunRecord& run, double items_per_step,
       {"items_per_step", items_per_step},
   };
   if (!run.test_accuracy.empty()) report["test_accuracy"] = run.test_accuracy;
+  if (!run.evaluations.empty()) {
+    nlohmann::json evaluations = nlohmann::json::array();
+    for (const RunRecord::Evaluation& e : run.evaluations) {
+      evaluations.push_back({{"step", e.step}, {"loss", e.loss}});
+    }
+    report["eval"] = std::move(evaluations);
+  }
   report["memory"] = {
       {"peak_bytes", memory.peak_total},
       {"peak_bytes_by_category", peak},

@@ -1,6 +1,8 @@
 // report.json: what a run did, for people and for scripts (benchmarks, CI checks).
 #pragma once
 
+#include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,11 @@ struct RunRecord {
   std::vector<double> learning_rate; // one per step
   std::vector<double> grad_norm;     // one per step, before clipping; empty without clipping
   std::vector<double> test_accuracy; // one per epoch, when the data has a test set
+  struct Evaluation {
+    std::int64_t step = 0;  // the evaluation ran after it
+    double loss = 0;        // mean over the held-out batches
+  };
+  std::vector<Evaluation> evaluations;  // eval.every
   std::size_t parameters = 0;
   int threads = 1;
   int ranks = 1;
@@ -27,6 +34,11 @@ struct RunRecord {
 };
 
 struct StepResult;
+// Records an evaluation and says so in the log ("step 100: eval loss 2.9123 on 4 held-out
+// batches").
+void record_evaluation(RunRecord& run, std::FILE* log, std::int64_t step, double loss,
+                       int batches);
+
 // Appends one step's loss, time, learning rate and (when it clipped) gradient norm.
 void record_step(RunRecord& run, const StepResult& step);
 

@@ -141,6 +141,7 @@ const char* op_colour(Op op) {
     case Op::optimizer_step: return "#e45756";
     case Op::offload: return "#9d755d";
     case Op::prefetch: return "#bab0ac";
+    case Op::drop_stash: return "#d8d8d8";  // evaluations are not traced; for completeness
   }
   return "#000000";
 }

@@ -58,6 +58,7 @@ Result<TrainSettings> train_settings_from(const JobConfig& job) {
   s.layout = job.parallel.layout;
   s.offload = job.offload;
   s.split_layers_auto = job.model.split_layers_auto;
+  s.evaluates = job.eval.every > 0;
   return s;
 }
 
@@ -125,6 +126,11 @@ Result<RunEnd> run_single_rank(const JobConfig& job, const TrainCommand& command
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     progress.print({step.step, total, step.loss, step.items_per_second, trainer->item_name(),
                     elapsed, MemoryLedger::process().peak_total()});
+    if (job.eval.after(step.step, total)) {
+      SPW_ASSIGN_OR_RETURN(const double loss, trainer->evaluate(job.eval.batches));
+      progress.finish();
+      record_evaluation(record, stdout, step.step, loss, job.eval.batches);
+    }
     const bool scheduled =
         job.output.checkpoint_every > 0 && step.step % job.output.checkpoint_every == 0;
     const int stop = trainer->steps_done() < total ? stop_signal() : 0;

@@ -24,6 +24,10 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainSettings& settings) 
   trainer->settings_ = settings;
   SPW_ASSIGN_OR_RETURN(trainer->data_,
                        open_batch_source(settings.data, settings.model, settings.seed));
+  if (settings.evaluates) {
+    SPW_ASSIGN_OR_RETURN(trainer->evaluation_data_,
+                         open_evaluation_source(settings.data, settings.model, settings.seed));
+  }
   SPW_ASSIGN_OR_RETURN(trainer->model_, Model::build(settings.model));
   SPW_TRY(trainer->model_->init_parameters(settings.seed));
   trainer->total_steps_ = settings.steps > 0 ? settings.steps
@@ -53,18 +57,27 @@ std::int64_t Trainer::steps_per_epoch() const {
   return data_->samples_per_epoch() / settings_.batch;
 }
 
-Status Trainer::forward_backward(const MicrobatchData& mb, double& loss) {
+Status Trainer::forward(const MicrobatchData& mb, double& loss, std::vector<Tensor*>& outputs) {
   const std::size_t blocks = model_->size();
-  std::vector<Tensor*> outputs(blocks, nullptr);
-  std::vector<Tensor*> output_grads(blocks, nullptr);
+  outputs.assign(blocks, nullptr);
   for (std::size_t b = 0; b + 1 < blocks; ++b) {
-    const Shape shape = model_->block(b).output_shape(mb);
-    SPW_ASSIGN_OR_RETURN(outputs[b], activations_.get(b, shape));
-    SPW_ASSIGN_OR_RETURN(output_grads[b], activation_grads_.get(b, shape));
+    SPW_ASSIGN_OR_RETURN(outputs[b], activations_.get(b, model_->block(b).output_shape(mb)));
   }
   for (std::size_t b = 0; b < blocks; ++b) {
     const Tensor* input = b == 0 ? nullptr : outputs[b - 1];
     SPW_TRY(model_->block(b).forward(mb, input, outputs[b], states_[b], &loss));
+  }
+  return Status::success();
+}
+
+Status Trainer::forward_backward(const MicrobatchData& mb, double& loss) {
+  const std::size_t blocks = model_->size();
+  std::vector<Tensor*> outputs;
+  std::vector<Tensor*> output_grads(blocks, nullptr);
+  SPW_TRY(forward(mb, loss, outputs));
+  for (std::size_t b = 0; b + 1 < blocks; ++b) {
+    SPW_ASSIGN_OR_RETURN(output_grads[b],
+                         activation_grads_.get(b, model_->block(b).output_shape(mb)));
   }
   for (std::size_t b = blocks; b-- > 0;) {
     Block& block = model_->block(b);
@@ -122,15 +135,9 @@ Result<double> Trainer::test_accuracy() {
     SPW_TRY(test_set->fill(0, first, count, rows, buffers));
     MicrobatchData mb = buffers.view(count, 1);
     mb.grad_scale = 1.0f;
-    std::vector<Tensor*> outputs(model_->size(), nullptr);
-    for (std::size_t b = 0; b + 1 < model_->size(); ++b) {
-      SPW_ASSIGN_OR_RETURN(outputs[b], activations_.get(b, model_->block(b).output_shape(mb)));
-    }
+    std::vector<Tensor*> outputs;
     double loss = 0;
-    for (std::size_t b = 0; b < model_->size(); ++b) {
-      const Tensor* input = b == 0 ? nullptr : outputs[b - 1];
-      SPW_TRY(model_->block(b).forward(mb, input, outputs[b], states_[b], &loss));
-    }
+    SPW_TRY(forward(mb, loss, outputs));
     const Tensor* logits = model_->block(model_->size() - 1).logits(states_.back());
     if (logits == nullptr) {
       return error(StatusCode::unsupported, "this model does not produce class logits");
@@ -141,6 +148,33 @@ Result<double> Trainer::test_accuracy() {
     correct += batch_correct;
   }
   return static_cast<double>(correct) / static_cast<double>(rows);
+}
+
+Result<double> Trainer::evaluate(int batches) {
+  if (batches < 1) {
+    return error(StatusCode::invalid_argument,
+                 "an evaluation needs at least one batch, got " + std::to_string(batches));
+  }
+  if (!evaluation_data_) {
+    SPW_ASSIGN_OR_RETURN(evaluation_data_, open_evaluation_source(settings_.data, settings_.model,
+                                                                  settings_.seed));
+  }
+  const std::int64_t micro = settings_.batch / settings_.microbatches;
+  const std::int64_t positions = settings_.model.positions_per_sample();
+  MicrobatchBuffers buffers;
+  std::vector<Tensor*> outputs;
+  double sum = 0;
+  for (int k = 0; k < batches; ++k) {
+    for (std::int64_t j = 0; j < settings_.microbatches; ++j) {
+      SPW_TRY(evaluation_data_->fill(k, j * micro, micro, settings_.batch, buffers));
+      MicrobatchData mb = buffers.view(micro, positions);
+      mb.grad_scale = static_cast<float>(1.0 / static_cast<double>(settings_.batch * positions));
+      double loss = 0;
+      SPW_TRY(forward(mb, loss, outputs));
+      sum += loss * static_cast<double>(micro) / static_cast<double>(settings_.batch);
+    }
+  }
+  return sum / batches;
 }
 
 Status Trainer::save_checkpoint(const std::string& path, const std::string& config_json) {

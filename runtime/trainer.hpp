@@ -39,6 +39,9 @@ struct TrainSettings {
   // model.split_layers = "auto": the planner may cut gpt layers at its stage boundaries and
   // sets model.splits to the cuts it keeps. The trainer ignores it.
   bool split_layers_auto = false;
+  // The run evaluates (eval.every > 0): the held-out data opens with the trainer or the
+  // executor, so a split that leaves too little text fails before the first step.
+  bool evaluates = false;
 };
 
 struct StepResult {
@@ -65,17 +68,26 @@ class Trainer {
   Optimizer& optimizer() { return *optimizer_; }
   // Accuracy of the model's argmax over the held-out set (Fashion-MNIST t10k).
   Result<double> test_accuracy();
+  // The mean loss of `batches` batches of held-out data (open_evaluation_source), each of
+  // train.batch samples run as the training batch's microbatches are, forwards only: the
+  // loss a pipeline's PipelineExecutor::evaluate reproduces. Changes no parameter or state
+  // that training reads; the first call opens the data.
+  Result<double> evaluate(int batches);
   Status save_checkpoint(const std::string& path, const std::string& config_json);
   const char* item_name() const { return settings_.model.kind == "gpt" ? "tokens" : "samples"; }
 
  private:
   Trainer() = default;
   Status forward_backward(const MicrobatchData& mb, double& loss);
+  // The forwards of every block into the activation stash; `outputs` gets each block's
+  // output (nullptr for the loss block).
+  Status forward(const MicrobatchData& mb, double& loss, std::vector<Tensor*>& outputs);
 
   TrainSettings settings_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<BatchSource> data_;
+  std::unique_ptr<BatchSource> evaluation_data_;
   std::vector<BlockState> states_;
   Stash activations_{MemoryCategory::stash};
   Stash activation_grads_{MemoryCategory::workspace};

@@ -357,4 +357,40 @@ sys.exit(0 if ok else 1)
 PY
 OMPI_MCA_osc=sm fails_mid_run peer-tier "$work/peer/report.json" "${peer_args[@]}"
 
+# Held-out evaluation: the last 5% of the fortunes text, every 2 steps and after the last; the
+# 2-rank pipeline and the single-rank trainer agree to the bit, and training is unchanged.
+eval_args=(--set 'data.source="text"' --set data.holdout=0.05 --set eval.every=2
+           --set eval.batches=2)
+run2 "$work/eval.txt" "$work/tiny.toml" --set "output.dir=$work/eval" "${eval_args[@]}"
+check "a pipeline run with eval.every exits 0" test $? -eq 0
+check "rank 0 alone logs each evaluation" test "$(grep -c '^step [245]: eval loss [0-9.]* on 2 held-out batches$' "$work/eval.txt")" -eq 3
+"$spillway" train "$work/tiny.toml" --set "output.dir=$work/eval1" --set parallel.stages=1 \
+  "${eval_args[@]}" \
+  > "$work/eval1.txt" 2>&1
+check "the single-rank trainer evaluates too" test $? -eq 0
+"$spillway" train "$work/tiny.toml" --set "output.dir=$work/noeval" --set parallel.stages=1 \
+  --set 'data.source="text"' --set data.holdout=0.05 > "$work/noeval.txt" 2>&1
+check "report.json lists the evaluations, the pipeline's equal to the trainer's" \
+  python3 - "$work/eval/report.json" "$work/eval1/report.json" "$work/noeval/report.json" <<'PY'
+import json, sys
+pipe, single, plain = (json.load(open(f)) for f in sys.argv[1:])
+steps = [e["step"] for e in pipe["eval"]]
+ok = (steps == [2, 4, 5] and pipe["eval"] == single["eval"]
+      and all(2.0 < e["loss"] < 6.0 for e in pipe["eval"])
+      and pipe["config"]["eval"] == {"every": 2, "batches": 2}
+      and pipe["loss"] == single["loss"] == plain["loss"] and "eval" not in plain)
+sys.exit(0 if ok else 1)
+PY
+run2 "$work/no-holdout.txt" "$work/tiny.toml" --set "output.dir=$work/no-holdout" \
+  --set 'data.source="text"' --set eval.every=2
+check "eval.every on text without data.holdout exits non-zero" test $? -ne 0
+check "with one line naming both keys and the fix" test "$(grep -c -F \
+  "'eval.every' evaluates on held-out text, but 'data.holdout' is 0: set it to the fraction" \
+  "$work/no-holdout.txt")" -ge 1
+run2 "$work/small-holdout.txt" "$work/tiny.toml" --set "output.dir=$work/small-holdout" \
+  --set 'data.source="text"' --set data.holdout=1e-9 --set eval.every=2
+check "a holdout too small for one window exits non-zero before training" test $? -ne 0
+check "naming data.holdout" grep -q "data.holdout = 1e-09 leaves 0 of the [0-9]* bytes of text corpus /usr/share/games/fortunes for evaluation, fewer than model.seq + 2 = 18: raise data.holdout" "$work/small-holdout.txt"
+check "before any step" test "$(grep -c '^step ' "$work/small-holdout.txt")" -eq 0
+
 finish

@@ -62,6 +62,7 @@ struct Outcome {
   std::vector<double> loss;
   std::vector<double> learning_rate;  // as each step reported it
   std::vector<double> grad_norm;      // where the step reported one (clipping; rank 0's)
+  std::vector<double> eval_loss;      // after steps kEvalAfter, with eval_batches > 0
   std::map<std::string, std::vector<float>> weights;  // rank 0 only
   std::map<std::string, std::vector<float>> replica1_weights;
   std::size_t peak_stash_bytes = 0;  // the largest over the run's ranks, on rank 0
@@ -71,7 +72,10 @@ struct Outcome {
   std::size_t slot_bytes = 0;  // the largest microbatch slot over the run's ranks, on rank 0
 };
 
-inline Outcome reference(const TrainSettings& settings) {
+// With eval_batches > 0, runs evaluate(eval_batches) after these steps.
+inline bool evaluates_after(int step) { return step == kSteps / 2 || step == kSteps; }
+
+inline Outcome reference(const TrainSettings& settings, int eval_batches = 0) {
   Outcome run;
   auto trainer = Trainer::create(settings);
   if (!trainer.ok()) {
@@ -88,6 +92,14 @@ inline Outcome reference(const TrainSettings& settings) {
     run.loss.push_back(step.loss);
     run.learning_rate.push_back(step.learning_rate);
     if (step.grad_norm) run.grad_norm.push_back(*step.grad_norm);
+    if (eval_batches > 0 && evaluates_after(i + 1)) {
+      auto loss = (*trainer)->evaluate(eval_batches);
+      if (!loss.ok()) {
+        run.error = loss.status().message();
+        return run;
+      }
+      run.eval_loss.push_back(*loss);
+    }
   }
   for (const auto& p : (*trainer)->model().parameters()) {
     run.weights[p.name].assign(p.value->data(), p.value->data() + p.value->numel());
@@ -104,7 +116,7 @@ inline int ranks_needed(const std::string& schedule, int P, int R) {
 // Collective over MPI_COMM_WORLD; ranks beyond ranks_needed() sit the run out. P counts
 // stages (pipeline ranks, or forward/backward rank pairs for "pipefb").
 inline Outcome pipeline(const TrainSettings& train, const std::string& schedule, int P, int R,
-                 const OffloadConfig& offload = {}) {
+                        const OffloadConfig& offload = {}, int eval_batches = 0) {
   const int rank = world_rank();
   const int ranks = ranks_needed(schedule, P, R);
   MPI_Comm comm = MPI_COMM_NULL;
@@ -143,6 +155,11 @@ inline Outcome pipeline(const TrainSettings& train, const std::string& schedule,
         run.loss.push_back(step.loss);
         run.learning_rate.push_back(step.learning_rate);
         if (step.grad_norm) run.grad_norm.push_back(*step.grad_norm);
+        if (status.ok() && eval_batches > 0 && evaluates_after(i + 1)) {
+          auto loss = (*executor)->evaluate(eval_batches);
+          status = loss.status();
+          if (loss.ok()) run.eval_loss.push_back(*loss);
+        }
         if (!status.ok()) {
           // Peers are blocked on this rank: end the test run now rather than at a timeout.
           std::fprintf(stderr, "rank %d failed mid-run: %s\n", rank, status.message().c_str());
