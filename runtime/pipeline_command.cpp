@@ -82,15 +82,15 @@ Result<RunEnd> train_opened_job(const JobConfig& job, const TrainCommand& comman
     op_times_per_step.end_step(step.seconds);
     record_step(record, step);
     if (rank == 0) {
-      const double elapsed =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double elapsed = seconds_since(start);
       progress.print({step.step, total, step.loss, step.items_per_second, item_name, elapsed,
                       MemoryLedger::process().peak_total()});
     }
     if (job.eval.after(step.step, total)) {
+      const auto started = std::chrono::steady_clock::now();
       SPW_ASSIGN_OR_RETURN(const double loss, executor->evaluate(job.eval.batches));
-      record_evaluation(record, rank == 0 ? stdout : nullptr, step.step, loss,
-                        job.eval.batches);
+      record_evaluation(record, rank == 0 ? stdout : nullptr,
+                        {step.step, loss, seconds_since(started)}, job.eval.batches);
     }
     const bool scheduled =
         job.output.checkpoint_every > 0 && step.step % job.output.checkpoint_every == 0;
@@ -114,8 +114,7 @@ Result<RunEnd> train_opened_job(const JobConfig& job, const TrainCommand& comman
     }
   }
   if (rank == 0) progress.finish();
-  record.elapsed_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  record.elapsed_seconds = seconds_since(start);
 
   SPW_ASSIGN_OR_RETURN(nlohmann::json pipeline,
                        pipeline_report(*executor, comm, links, nodes.node_of));

@@ -16,13 +16,10 @@
 #include "kernels/numa_allocator.hpp"
 #include "kernels/threading.hpp"
 #include "runtime/parameter_store.hpp"
+#include "runtime/progress.hpp"
 
 namespace spw {
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());

@@ -2,6 +2,7 @@
 // batch log (every `every` steps and the last one, so logs stay short and comparable).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -39,5 +40,10 @@ class ProgressPrinter {
 };
 
 std::string format_duration(double seconds);  // "0:07", "12:03", "1:02:03"
+
+// Seconds from `start` to now on the steady clock.
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 }  // namespace spw

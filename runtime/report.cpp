@@ -34,12 +34,13 @@ void record_step(RunRecord& run, const StepResult& step) {
   if (step.grad_norm) run.grad_norm.push_back(*step.grad_norm);
 }
 
-void record_evaluation(RunRecord& run, std::FILE* log, std::int64_t step, double loss,
+void record_evaluation(RunRecord& run, std::FILE* log, const RunRecord::Evaluation& evaluation,
                        int batches) {
-  run.evaluations.push_back({step, loss});
+  run.evaluations.push_back(evaluation);
   if (log == nullptr) return;
-  std::fprintf(log, "step %lld: eval loss %.4f on %d held-out batch%s\n",
-               static_cast<long long>(step), loss, batches, batches == 1 ? "" : "es");
+  std::fprintf(log, "step %lld: eval loss %.4f on %d held-out batch%s, %.2f s\n",
+               static_cast<long long>(evaluation.step), evaluation.loss, batches,
+               batches == 1 ? "" : "es", evaluation.seconds);
   std::fflush(log);
 }
 
@@ -74,7 +75,7 @@ nlohmann::json make_report(const RunRecord& run, double items_per_step,
   if (!run.evaluations.empty()) {
     nlohmann::json evaluations = nlohmann::json::array();
     for (const RunRecord::Evaluation& e : run.evaluations) {
-      evaluations.push_back({{"step", e.step}, {"loss", e.loss}});
+      evaluations.push_back({{"step", e.step}, {"loss", e.loss}, {"seconds", e.seconds}});
     }
     report["eval"] = std::move(evaluations);
   }

@@ -24,6 +24,7 @@ struct RunRecord {
   struct Evaluation {
     std::int64_t step = 0;  // the evaluation ran after it
     double loss = 0;        // mean over the held-out batches
+    double seconds = 0;     // how long it took (rank 0's, in a pipeline)
   };
   std::vector<Evaluation> evaluations;  // eval.every
   std::size_t parameters = 0;
@@ -35,8 +36,8 @@ struct RunRecord {
 
 struct StepResult;
 // Records an evaluation and says so in the log ("step 100: eval loss 2.9123 on 4 held-out
-// batches").
-void record_evaluation(RunRecord& run, std::FILE* log, std::int64_t step, double loss,
+// batches, 0.21 s").
+void record_evaluation(RunRecord& run, std::FILE* log, const RunRecord::Evaluation& evaluation,
                        int batches);
 
 // Appends one step's loss, time, learning rate and (when it clipped) gradient norm.

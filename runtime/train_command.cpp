@@ -122,14 +122,15 @@ Result<RunEnd> run_single_rank(const JobConfig& job, const TrainCommand& command
     SPW_TRY(trainer->run_step(step));
     op_times_per_step.end_step(step.seconds);
     record_step(record, step);
-    const double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double elapsed = seconds_since(start);
     progress.print({step.step, total, step.loss, step.items_per_second, trainer->item_name(),
                     elapsed, MemoryLedger::process().peak_total()});
     if (job.eval.after(step.step, total)) {
+      const auto started = std::chrono::steady_clock::now();
       SPW_ASSIGN_OR_RETURN(const double loss, trainer->evaluate(job.eval.batches));
       progress.finish();
-      record_evaluation(record, stdout, step.step, loss, job.eval.batches);
+      record_evaluation(record, stdout, {step.step, loss, seconds_since(started)},
+                        job.eval.batches);
     }
     const bool scheduled =
         job.output.checkpoint_every > 0 && step.step % job.output.checkpoint_every == 0;
@@ -152,8 +153,7 @@ Result<RunEnd> run_single_rank(const JobConfig& job, const TrainCommand& command
     }
   }
   progress.finish();
-  record.elapsed_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  record.elapsed_seconds = seconds_since(start);
 
   nlohmann::json report = make_report(record, items_per_step, MemoryLedger::process().snapshot());
   report["time_by_op"] = time_by_op(op_times_per_step);
