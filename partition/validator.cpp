@@ -411,10 +411,10 @@ Status Replay::check_evaluation_complete() const {
   for (int stage = 0; stage < s_.stages(); ++stage) {
     const int rank = s_.forward_rank_of(stage);
     const std::string on = "rank " + std::to_string(rank) + ": ";
-    const std::string mbc_tail = "." + std::to_string(s_.chunk_of(stage, Direction::forward));
+    const std::string chunk = std::to_string(s_.chunk_of(stage, Direction::forward));
     for (int mb = 0; mb < s_.microbatches; ++mb) {
       const std::size_t c = cell(mb, stage);
-      const std::string mbc = std::to_string(mb) + mbc_tail;
+      const std::string mbc = std::to_string(mb) + "." + chunk;
       if (forward_[c] == kNone)
         return error(StatusCode::invalid_argument, on + "F" + mbc + " never runs");
       if (dropped_[c] == kNone)

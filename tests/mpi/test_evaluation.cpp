@@ -51,7 +51,9 @@ TEST_P(PipelineEvaluation, MatchesTheTrainerAndLeavesTrainingAlone) {
       EXPECT_LT(max_relative(run.weights.at(name), values), 1e-5) << where << " " << name;
     }
   }
-  if (world_rank() == 0) EXPECT_GT(runs, 0) << "no shape of " << schedule << " fits the world";
+  if (world_rank() == 0) {
+    EXPECT_GT(runs, 0) << "no shape of " << schedule << " fits the world";
+  }
 }
 
 TEST_P(PipelineEvaluation, OffloadedRunsEvaluateToTheSameBits) {
