@@ -628,17 +628,22 @@ Status PipelineExecutor::run_program(const Program& program, const std::string& 
   return finish_sends();
 }
 
+Status PipelineExecutor::open_evaluation_data() {
+  // Opening is agreed, so every rank holds the data or none does.
+  if (evaluation_data_) return Status::success();
+  auto opened = open_evaluation_source(settings_.train.data, settings_.train.model,
+                                       settings_.train.seed);
+  SPW_TRY(agree_on_status(world_, opened.status()));
+  evaluation_data_ = std::move(*opened);
+  return Status::success();
+}
+
 Result<double> PipelineExecutor::evaluate(int batches) {
   if (batches < 1) {
     return error(StatusCode::invalid_argument,
                  "an evaluation needs at least one batch, got " + std::to_string(batches));
   }
-  if (!evaluation_data_) {
-    auto opened = open_evaluation_source(settings_.train.data, settings_.train.model,
-                                         settings_.train.seed);
-    SPW_TRY(agree_on_status(world_, opened.status()));
-    evaluation_data_ = std::move(*opened);
-  }
+  SPW_TRY(open_evaluation_data());
   // An evaluation is not a step: what the report says about steps stays as it was.
   const RankStepMetrics metrics = current_;
   const std::vector<ChunkTiming> timings = timings_;

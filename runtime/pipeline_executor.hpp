@@ -124,6 +124,9 @@ class PipelineExecutor {
   // data cannot be opened; an error from inside the pass leaves the executor as a failed
   // run_step does.
   Result<double> evaluate(int batches);
+  // Collective: opens the held-out data now, if it is not open yet (TrainSettings::evaluates
+  // opened it at create). Every rank returns the same error, and the executor stays usable.
+  Status open_evaluation_data();
 
   std::int64_t steps_done() const { return step_; }
   std::int64_t total_steps() const { return total_steps_; }

@@ -61,7 +61,8 @@ module spillway
             spw_job_set_input, spw_job_add_dense, spw_job_add_transformer_blocks, &
             spw_job_check, spw_job_free
   public :: spw_trainer_create, spw_trainer_describe_plan, spw_trainer_train, &
-            spw_trainer_steps_done, spw_trainer_loss, spw_trainer_throughput, &
+            spw_trainer_steps_done, spw_trainer_loss, spw_trainer_evaluate, &
+            spw_trainer_throughput, &
             spw_trainer_peak_memory, spw_trainer_save_checkpoint, &
             spw_trainer_load_checkpoint, spw_trainer_free
   public :: spw_request_stop, spw_catch_stop_signals, spw_trainer_stop_signal
@@ -192,6 +193,13 @@ module spillway
       type(c_ptr), value :: trainer
       real(c_double) :: loss
       integer(c_int) :: c_trainer_loss
+    end function
+    function c_trainer_evaluate(trainer, batches, loss) bind(c, name='spw_trainer_evaluate')
+      import :: c_int, c_ptr, c_double
+      type(c_ptr), value :: trainer
+      integer(c_int), value :: batches
+      real(c_double) :: loss
+      integer(c_int) :: c_trainer_evaluate
     end function
     function c_trainer_throughput(trainer, per_second) bind(c, name='spw_trainer_throughput')
       import :: c_int, c_ptr, c_double
@@ -456,6 +464,16 @@ contains
     loss = 0
     call finish(c_trainer_loss(trainer%ptr, loss), ierror)
   end subroutine spw_trainer_loss
+
+  ! Collective: the mean loss of `batches` held-out batches (spw_trainer_evaluate).
+  subroutine spw_trainer_evaluate(trainer, batches, loss, ierror)
+    type(spw_trainer), intent(in) :: trainer
+    integer, intent(in) :: batches
+    real(c_double), intent(out) :: loss
+    integer, intent(out), optional :: ierror
+    loss = 0
+    call finish(c_trainer_evaluate(trainer%ptr, int(batches, c_int), loss), ierror)
+  end subroutine spw_trainer_evaluate
 
   subroutine spw_trainer_throughput(trainer, per_second, ierror)
     type(spw_trainer), intent(in) :: trainer

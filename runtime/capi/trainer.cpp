@@ -67,27 +67,54 @@ std::string plan_text(const spw_trainer_s& trainer) {
   return text;
 }
 
-spw_status train(const char* fn, spw_trainer trainer, std::int64_t steps) {
-  if (const spw_status s = check_usable(fn, trainer)) return s;
-  const MPI_Comm world = trainer->pipeline.world;
-  // Ranks that disagree on the count would hang in the step where one stops: compare first.
-  const long long clamped = std::max<long long>(steps, -std::numeric_limits<long long>::max());
+// Ranks that disagree on a count would hang in the pass where one stops: compare first.
+// SPW_OK when every rank passed the same count of at least 1. `what` names the counted
+// thing ("step"), `parameter` the argument ("steps").
+spw_status check_same_count(const char* fn, spw_trainer trainer, std::int64_t count,
+                            const std::string& what, const std::string& parameter) {
+  const long long clamped = std::max<long long>(count, -std::numeric_limits<long long>::max());
   long long range[2] = {-clamped, clamped};
   long long extremes[2] = {0, 0};
-  const Status compared = mpi_check(
-      MPI_Allreduce(range, extremes, 2, MPI_LONG_LONG, MPI_MAX, world), "comparing step counts");
+  const Status compared =
+      mpi_check(MPI_Allreduce(range, extremes, 2, MPI_LONG_LONG, MPI_MAX, trainer->pipeline.world),
+                "comparing the ranks' counts");
   if (!compared.ok()) return fail_collective(fn, trainer, compared);
   const long long lowest = -extremes[0];
   const long long highest = extremes[1];
   if (lowest != highest) {
     return fail(fn, SPW_ERR_INVALID_ARGUMENT,
-                "the ranks asked for different step counts (from " + std::to_string(lowest) +
-                    " to " + std::to_string(highest) + "): pass the same count on every rank");
+                "the ranks asked for different " + what + " counts (from " +
+                    std::to_string(lowest) + " to " + std::to_string(highest) +
+                    "): pass the same count on every rank");
   }
-  if (steps < 1) {
+  if (count < 1) {
     return fail(fn, SPW_ERR_INVALID_ARGUMENT,
-                "steps must be at least 1, got " + std::to_string(steps));
+                parameter + " must be at least 1, got " + std::to_string(count));
   }
+  return SPW_OK;
+}
+
+spw_status evaluate(const char* fn, spw_trainer trainer, int batches, double* loss) {
+  if (const spw_status s = check_usable(fn, trainer)) return s;
+  if (loss == nullptr) {
+    return fail(fn, SPW_ERR_NULL_HANDLE, "loss is NULL: pass a double's address");
+  }
+  if (const spw_status s = check_same_count(fn, trainer, batches, "batch", "batches")) return s;
+  PipelineExecutor& executor = *trainer->pipeline.executor;
+  // Agreed, and the trainer stays usable when the job's data has no held-out part.
+  if (const Status opened = executor.open_evaluation_data(); !opened.ok()) {
+    return fail(fn, opened);
+  }
+  const Result<double> evaluated = executor.evaluate(batches);
+  if (!evaluated.ok()) return fail_collective(fn, trainer, evaluated.status());
+  *loss = *evaluated;
+  return SPW_OK;
+}
+
+spw_status train(const char* fn, spw_trainer trainer, std::int64_t steps) {
+  if (const spw_status s = check_usable(fn, trainer)) return s;
+  const MPI_Comm world = trainer->pipeline.world;
+  if (const spw_status s = check_same_count(fn, trainer, steps, "step", "steps")) return s;
   trainer->stop_signal = 0;
   for (std::int64_t i = 0; i < steps; ++i) {
     StepResult step;
@@ -153,6 +180,11 @@ SPW_API spw_status spw_trainer_describe_plan(spw_trainer trainer, char* buffer, 
 SPW_API spw_status spw_trainer_train(spw_trainer trainer, int64_t steps) {
   const char* const fn = __func__;
   return guarded(fn, [&] { return train(fn, trainer, steps); });
+}
+
+SPW_API spw_status spw_trainer_evaluate(spw_trainer trainer, int batches, double* loss) {
+  const char* const fn = __func__;
+  return guarded(fn, [&] { return evaluate(fn, trainer, batches, loss); });
 }
 
 SPW_API spw_status spw_trainer_steps_done(spw_trainer trainer, int64_t* steps) {

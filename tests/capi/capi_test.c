@@ -321,6 +321,43 @@ static void trainer_setup_errors(spw_session session, const char* scratch) {
 /* Stop requests: one on the last rank alone stops every rank after the same step; the call
  * reports it on every rank and takes it, so the next call runs whole. The handlers turn a
  * signal into a request. */
+/* Held-out evaluation: the same loss on every rank and at every call, training untouched;
+ * bad counts and text without a held-out part refused with the trainer still usable. */
+static void evaluations(spw_session session, spw_trainer trainer) {
+  double loss = -1, again = -1, highest = 0;
+  int64_t steps = 0;
+  spw_job text_job = NULL;
+  spw_trainer text = NULL;
+
+  EXPECT(spw_trainer_evaluate(NULL, 1, &loss), SPW_ERR_NULL_HANDLE, "trainer is NULL");
+  EXPECT(spw_trainer_evaluate(trainer, 1, NULL), SPW_ERR_NULL_HANDLE, "loss is NULL");
+  EXPECT(spw_trainer_evaluate(trainer, 0, &loss), SPW_ERR_INVALID_ARGUMENT,
+         "batches must be at least 1, got 0");
+  if (size > 1) {
+    EXPECT(spw_trainer_evaluate(trainer, rank == 0 ? 1 : 2, &loss), SPW_ERR_INVALID_ARGUMENT,
+           "the ranks asked for different batch counts (from 1 to 2)");
+  }
+  CHECK(loss == -1);  /* untouched on failure */
+  EXPECT_OK(spw_trainer_evaluate(trainer, 2, &loss));
+  EXPECT_OK(spw_trainer_evaluate(trainer, 2, &again));
+  CHECK(loss == again);
+  /* Held-out synthetic tokens are uniform too: near ln 256 = 5.55 after 3 steps. */
+  CHECK(loss > 5.0 && loss < 6.5);
+  MPI_Allreduce(&loss, &highest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  CHECK(highest == loss);
+  EXPECT_OK(spw_trainer_steps_done(trainer, &steps));
+  CHECK(steps == 3);
+
+  text_job = tiny_job(NULL);
+  EXPECT_OK(spw_job_set(text_job, "data.source", "\"text\""));
+  EXPECT_OK(spw_trainer_create(session, text_job, &text));
+  EXPECT_OK(spw_job_free(text_job));
+  EXPECT(spw_trainer_evaluate(text, 1, &loss), SPW_ERR_INVALID_ARGUMENT,
+         "evaluating on text needs held-out text: set data.holdout");
+  EXPECT_OK(spw_trainer_train(text, 1));  /* still usable */
+  EXPECT_OK(spw_trainer_free(text));
+}
+
 static void stop_requests(spw_trainer trainer) {
   int64_t before = 0, after = 0;
   int signal_number = -1;
@@ -430,6 +467,8 @@ static void training(spw_session session, const char* scratch) {
   CHECK(highest == loss);  /* the same on every rank */
   EXPECT_OK(spw_trainer_throughput(trainer, &per_second));
   CHECK(per_second > 0 && isfinite(per_second));
+
+  evaluations(session, trainer);
 
   /* The session cannot go while the trainer runs on it. */
   EXPECT(spw_session_free(session), SPW_ERR_BAD_STATE,
