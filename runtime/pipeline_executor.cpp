@@ -215,6 +215,8 @@ Status PipelineExecutor::setup(const PipelineSettings& settings, MPI_Comm world)
   }
   active_.assign(chunks_.size(), std::vector<Slot*>(m, nullptr));
   reduce_started_.assign(chunks_.size(), -1.0);
+  // Nothing to zero before the first step (an evaluation may come first); run_step resets it.
+  grads_zeroed_.assign(chunks_.size(), kGradsZeroed);
   timings_.resize(chunks_.size());
   stash_estimate_.assign(chunks_.size(), 0);
   grads_estimate_.assign(chunks_.size(), 0);

@@ -72,8 +72,10 @@ struct Outcome {
   std::size_t slot_bytes = 0;  // the largest microbatch slot over the run's ranks, on rank 0
 };
 
-// With eval_batches > 0, runs evaluate(eval_batches) after these steps.
-inline bool evaluates_after(int step) { return step == kSteps / 2 || step == kSteps; }
+// With eval_batches > 0, runs evaluate(eval_batches) after these steps (0: before the first).
+inline bool evaluates_after(int step) {
+  return step == 0 || step == kSteps / 2 || step == kSteps;
+}
 
 inline Outcome reference(const TrainSettings& settings, int eval_batches = 0) {
   Outcome run;
@@ -83,6 +85,14 @@ inline Outcome reference(const TrainSettings& settings, int eval_batches = 0) {
     return run;
   }
   for (int i = 0; i < kSteps; ++i) {
+    if (eval_batches > 0 && i == 0 && evaluates_after(0)) {
+      auto loss = (*trainer)->evaluate(eval_batches);
+      if (!loss.ok()) {
+        run.error = loss.status().message();
+        return run;
+      }
+      run.eval_loss.push_back(*loss);
+    }
     StepResult step;
     const Status status = (*trainer)->run_step(step);
     if (!status.ok()) {
@@ -149,6 +159,11 @@ inline Outcome pipeline(const TrainSettings& train, const std::string& schedule,
       settings.layout = *layout;
       auto executor = PipelineExecutor::create(settings, comm);
       status = executor.status();
+      if (status.ok() && eval_batches > 0 && evaluates_after(0)) {
+        auto loss = (*executor)->evaluate(eval_batches);
+        status = loss.status();
+        if (loss.ok()) run.eval_loss.push_back(*loss);
+      }
       for (int i = 0; status.ok() && i < kSteps; ++i) {
         StepResult step;
         status = (*executor)->run_step(step);

@@ -1,7 +1,8 @@
 // Evaluation on the pipeline (PipelineExecutor::evaluate, the forwards of the training
-// schedule alone) gives the single-rank trainer's held-out loss: bit-identical with one
-// replica, within 1e-5 with two, for every schedule and PipeFB; and the training around it
-// runs exactly as it would without it. With offload, the same bits again.
+// schedule alone) gives the single-rank trainer's held-out loss, before the first step and
+// after later ones: bit-identical with one replica, within 1e-5 with two, for every schedule
+// and PipeFB; and the training around it runs exactly as it would without it. With offload,
+// the same bits again.
 #include "pipeline_test_support.hpp"
 
 namespace spw {
@@ -30,10 +31,12 @@ TEST_P(PipelineEvaluation, MatchesTheTrainerAndLeavesTrainingAlone) {
     const Outcome plain = reference(settings);
     ASSERT_TRUE(run.ok) << where << ": " << run.error;
     ASSERT_TRUE(evaluated.ok) << evaluated.error;
-    ASSERT_EQ(run.eval_loss.size(), 2u) << where;
-    ASSERT_EQ(evaluated.eval_loss.size(), 2u);
-    // Ten steps of training moved the held-out loss.
+    // Before the first step, halfway and at the end.
+    ASSERT_EQ(run.eval_loss.size(), 3u) << where;
+    ASSERT_EQ(evaluated.eval_loss.size(), 3u);
+    // Training moved the held-out loss.
     EXPECT_NE(evaluated.eval_loss[0], evaluated.eval_loss[1]);
+    EXPECT_NE(evaluated.eval_loss[1], evaluated.eval_loss[2]);
     EXPECT_EQ(evaluated.loss, plain.loss);
     EXPECT_EQ(evaluated.weights, plain.weights);
     if (shape.R == 1) {
@@ -42,7 +45,7 @@ TEST_P(PipelineEvaluation, MatchesTheTrainerAndLeavesTrainingAlone) {
       EXPECT_EQ(run.weights, plain.weights) << where;
       continue;
     }
-    for (std::size_t i = 0; i < 2; ++i) {
+    for (std::size_t i = 0; i < 3; ++i) {
       EXPECT_NEAR(run.eval_loss[i], evaluated.eval_loss[i], 1e-5 * evaluated.eval_loss[i])
           << where << " evaluation " << i + 1;
     }
@@ -69,7 +72,7 @@ TEST_P(PipelineEvaluation, OffloadedRunsEvaluateToTheSameBits) {
   if (world_rank() != 0) return;
   ASSERT_TRUE(resident.ok) << resident.error;
   ASSERT_TRUE(offloaded.ok) << offloaded.error;
-  ASSERT_EQ(offloaded.eval_loss.size(), 2u);
+  ASSERT_EQ(offloaded.eval_loss.size(), 3u);
   EXPECT_EQ(offloaded.eval_loss, resident.eval_loss);
   EXPECT_EQ(offloaded.loss, resident.loss);
   EXPECT_GT(offloaded.bytes_evicted, 0);
