@@ -78,6 +78,28 @@ TEST_P(PipelineEvaluation, OffloadedRunsEvaluateToTheSameBits) {
   EXPECT_GT(offloaded.bytes_evicted, 0);
 }
 
+// Under a memory cap that only offloading lets training meet, evaluations fit too: they
+// keep no stash for a backward, so they hold less than a training step.
+TEST(PipelineEvaluationUnderCap, EvaluatesWithinTheCapOffloadTrainsIn) {
+  TrainSettings settings = tiny_gpt(8, "adamw");
+  const Outcome free_run = pipeline(settings, "gpipe", 2, 1, {}, kEvalBatches);
+  unsigned long long cap =
+      world_rank() == 0 ? free_run.peak_bytes - free_run.peak_stash_bytes / 4 : 0;
+  MPI_Bcast(&cap, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
+  settings.memory_cap = static_cast<std::size_t>(cap);
+  OffloadConfig file;
+  file.tier = OffloadTier::file;
+  file.keep = 0;
+  const Outcome capped = pipeline(settings, "gpipe", 2, 1, file, kEvalBatches);
+  if (world_rank() != 0) return;
+  ASSERT_TRUE(free_run.ok) << free_run.error;
+  ASSERT_GT(free_run.peak_bytes, cap);
+  ASSERT_TRUE(capped.ok) << capped.error;
+  EXPECT_LE(capped.peak_bytes, cap);
+  EXPECT_EQ(capped.eval_loss, free_run.eval_loss);
+  EXPECT_EQ(capped.loss, free_run.loss);
+}
+
 INSTANTIATE_TEST_SUITE_P(Schedules, PipelineEvaluation,
                          ::testing::Values("gpipe", "1f1b", "interleaved", "zb-h1", "pipefb"),
                          schedule_test_name);
