@@ -6,6 +6,7 @@
 #include <exception>
 #include <string>
 
+#include "runtime/evaluate_command.hpp"
 #include "runtime/plan_command.hpp"
 #include "runtime/profile_command.hpp"
 #include "runtime/stop_request.hpp"
@@ -61,6 +62,22 @@ int main(int argc, char** argv) {
   train_app->add_flag("--predict", train.predict,
                       "With a forced layout, also profile and measure links as stages = \"auto\" "
                       "does and record the planner's prediction beside the measured time");
+
+  spw::EvaluateCommand evaluate;
+  CLI::App* evaluate_app = app.add_subcommand(
+      "evaluate", "The loss of a checkpoint on the job's held-out data, without training");
+  evaluate_app->add_option("config", evaluate.config_path, "Job file (TOML)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  evaluate_app->add_option("--checkpoint", evaluate.checkpoint, "Checkpoint to evaluate")
+      ->required()
+      ->check(CLI::ExistingFile);
+  evaluate_app->add_option("--batches", evaluate.batches,
+                           "Held-out batches of train.batch samples (default: eval.batches)")
+      ->check(CLI::PositiveNumber);
+  evaluate_app->add_option("--set", evaluate.overrides, "Override a job-file key (repeatable)");
+  evaluate_app->add_option("--output", evaluate.output_path,
+                           "Where to write the result (default: output.dir/eval.json)");
 
   spw::ProfileCommand profile;
   CLI::App* profile_app =
@@ -118,6 +135,9 @@ int main(int argc, char** argv) {
         status = end.status();
         stopped = end.ok() && *end == spw::RunEnd::stopped;
       }
+    }
+    if (evaluate_app->parsed()) {
+      status = spw::run_evaluate_command(evaluate, MPI_COMM_WORLD, scope);
     }
     // One process measures; under mpirun the other ranks have nothing to do.
     if (profile_app->parsed() && mpi.rank() == 0) status = spw::run_profile_command(profile);

@@ -361,7 +361,8 @@ OMPI_MCA_osc=sm fails_mid_run peer-tier "$work/peer/report.json" "${peer_args[@]
 # 2-rank pipeline and the single-rank trainer agree to the bit, and training is unchanged.
 eval_args=(--set 'data.source="text"' --set data.holdout=0.05 --set eval.every=2
            --set eval.batches=2)
-run2 "$work/eval.txt" "$work/tiny.toml" --set "output.dir=$work/eval" "${eval_args[@]}"
+run2 "$work/eval.txt" "$work/tiny.toml" --set "output.dir=$work/eval" "${eval_args[@]}" \
+  --set output.checkpoint_every=5
 check "a pipeline run with eval.every exits 0" test $? -eq 0
 check "rank 0 alone logs each evaluation" test "$(grep -c '^step [245]: eval loss [0-9.]* on 2 held-out batches, [0-9.]* s$' "$work/eval.txt")" -eq 3
 "$spillway" train "$work/tiny.toml" --set "output.dir=$work/eval1" --set parallel.stages=1 \
@@ -383,6 +384,32 @@ ok = (steps == [2, 4, 5] and [e["step"] for e in single["eval"]] == steps
       and pipe["loss"] == single["loss"] == plain["loss"] and "eval" not in plain)
 sys.exit(0 if ok else 1)
 PY
+# spillway evaluate: the checkpoint of step 5 scores what the run measured after step 5, on
+# one rank (the trainer) and on two (the pipeline).
+"$spillway" evaluate "$work/tiny.toml" --set parallel.stages=1 "${eval_args[@]}" \
+  --set "output.dir=$work/eval" --checkpoint "$work/eval/checkpoint-5.h5" > "$work/ev1.txt" 2>&1
+check "spillway evaluate exits 0" test $? -eq 0
+check "it prints the checkpoint's step and loss" grep -Eq \
+  "^spillway: $work/eval/checkpoint-5.h5 \(step 5\): eval loss [0-9.]+ on 2 held-out batches of 8, [0-9.]+ s; $work/eval/eval.json$" \
+  "$work/ev1.txt"
+timeout 120 "$mpiexec" -n 2 "${mpi_flags[@]}" -x OMP_NUM_THREADS=1 "$spillway" evaluate \
+  "$work/tiny.toml" "${eval_args[@]}" --checkpoint "$work/eval/checkpoint-5.h5" \
+  --output "$work/ev2.json" > "$work/ev2.txt" 2>&1
+check "on 2 ranks too" test $? -eq 0
+check "both give the loss the run measured after step 5" \
+  python3 - "$work/eval/report.json" "$work/eval/eval.json" "$work/ev2.json" <<'PY'
+import json, sys
+run, one, two = (json.load(open(f)) for f in sys.argv[1:])
+measured = run["eval"][-1]
+ok = (measured["step"] == 5 and one["loss"] == measured["loss"] == two["loss"]
+      and one["step"] == two["step"] == 5 and one["batches"] == 2 and two["ranks"] == 2)
+sys.exit(0 if ok else 1)
+PY
+"$spillway" evaluate "$work/tiny.toml" --set parallel.stages=1 "${eval_args[@]}" \
+  --set model.d_model=64 --checkpoint "$work/eval/checkpoint-5.h5" > "$work/ev-bad.txt" 2>&1
+check "another model's checkpoint exits non-zero" test $? -ne 0
+check "naming the tensor that does not fit" one_line "$work/ev-bad.txt" \
+  "dataset 'tok_emb.weight' has shape [256, 32] but the model expects [256, 64]"
 run2 "$work/no-holdout.txt" "$work/tiny.toml" --set "output.dir=$work/no-holdout" \
   --set 'data.source="text"' --set eval.every=2
 check "eval.every on text without data.holdout exits non-zero" test $? -ne 0
