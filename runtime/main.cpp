@@ -9,6 +9,7 @@
 #include "runtime/evaluate_command.hpp"
 #include "runtime/plan_command.hpp"
 #include "runtime/profile_command.hpp"
+#include "runtime/sample_command.hpp"
 #include "runtime/stop_request.hpp"
 #include "runtime/train_command.hpp"
 #include "runtime/version.hpp"
@@ -41,8 +42,9 @@ int fail(const spw::Status& status) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"spillway: train neural networks that do not fit in one node's memory, as "
-               "pipelines over MPI ranks"};
+  CLI::App app{
+      "spillway: train neural networks that do not fit in one node's memory, as "
+      "pipelines over MPI ranks"};
   app.set_version_flag("--version", std::string("spillway ") + spw::version_string());
   app.require_subcommand(1);
 
@@ -56,8 +58,9 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   train_app->add_option("--set", train.overrides,
                         "Override a job-file key, e.g. --set train.lr=0.01 (repeatable)");
-  train_app->add_option("--resume", train.resume_from,
-                        "Continue exactly from a checkpoint written by an earlier run")
+  train_app
+      ->add_option("--resume", train.resume_from,
+                   "Continue exactly from a checkpoint written by an earlier run")
       ->check(CLI::ExistingFile);
   train_app->add_flag("--predict", train.predict,
                       "With a forced layout, also profile and measure links as stages = \"auto\" "
@@ -72,12 +75,33 @@ int main(int argc, char** argv) {
   evaluate_app->add_option("--checkpoint", evaluate.checkpoint, "Checkpoint to evaluate")
       ->required()
       ->check(CLI::ExistingFile);
-  evaluate_app->add_option("--batches", evaluate.batches,
-                           "Held-out batches of train.batch samples (default: eval.batches)")
+  evaluate_app
+      ->add_option("--batches", evaluate.batches,
+                   "Held-out batches of train.batch samples (default: eval.batches)")
       ->check(CLI::PositiveNumber);
   evaluate_app->add_option("--set", evaluate.overrides, "Override a job-file key (repeatable)");
   evaluate_app->add_option("--output", evaluate.output_path,
                            "Where to write the result (default: output.dir/eval.json)");
+
+  spw::SampleCommand sample;
+  CLI::App* sample_app = app.add_subcommand(
+      "sample", "Continue a prompt with a checkpoint of a byte-level GPT (one process)");
+  sample_app->add_option("config", sample.config_path, "Job file (TOML) of the model")
+      ->required()
+      ->check(CLI::ExistingFile);
+  sample_app->add_option("--checkpoint", sample.checkpoint, "Checkpoint to sample from")
+      ->required()
+      ->check(CLI::ExistingFile);
+  sample_app->add_option("--prompt", sample.settings.prompt,
+                         "Text to continue (default: a newline)");
+  sample_app->add_option("--bytes", sample.settings.bytes, "Bytes to add (default 200)")
+      ->check(CLI::PositiveNumber);
+  sample_app->add_option("--temperature", sample.settings.temperature,
+                         "Below 1 sharper, above 1 flatter, 0 the likeliest byte (default 1)");
+  sample_app->add_option("--top-k", sample.settings.top_k,
+                         "Draw among the k likeliest bytes; 0: all (default)");
+  sample_app->add_option("--seed", sample.settings.seed, "Random seed (default 1)");
+  sample_app->add_option("--set", sample.overrides, "Override a job-file key (repeatable)");
 
   spw::ProfileCommand profile;
   CLI::App* profile_app =
@@ -139,6 +163,7 @@ int main(int argc, char** argv) {
     if (evaluate_app->parsed()) {
       status = spw::run_evaluate_command(evaluate, MPI_COMM_WORLD, scope);
     }
+    if (sample_app->parsed() && mpi.rank() == 0) status = spw::run_sample_command(sample);
     // One process measures; under mpirun the other ranks have nothing to do.
     if (profile_app->parsed() && mpi.rank() == 0) status = spw::run_profile_command(profile);
     // Planning needs no ranks: under mpirun rank 0 plans alone.

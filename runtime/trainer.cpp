@@ -135,15 +135,9 @@ Result<double> Trainer::test_accuracy() {
     SPW_TRY(test_set->fill(0, first, count, rows, buffers));
     MicrobatchData mb = buffers.view(count, 1);
     mb.grad_scale = 1.0f;
-    std::vector<Tensor*> outputs;
-    double loss = 0;
-    SPW_TRY(forward(mb, loss, outputs));
-    const Tensor* logits = model_->block(model_->size() - 1).logits(states_.back());
-    if (logits == nullptr) {
-      return error(StatusCode::unsupported, "this model does not produce class logits");
-    }
+    SPW_ASSIGN_OR_RETURN(const Tensor* scores, logits(mb));
     std::int64_t batch_correct = 0;
-    SPW_TRY(ops::count_correct(*logits, {mb.targets, static_cast<std::size_t>(count)},
+    SPW_TRY(ops::count_correct(*scores, {mb.targets, static_cast<std::size_t>(count)},
                                batch_correct));
     correct += batch_correct;
   }
@@ -175,6 +169,17 @@ Result<double> Trainer::evaluate(int batches) {
     }
   }
   return sum / batches;
+}
+
+Result<const Tensor*> Trainer::logits(const MicrobatchData& mb) {
+  std::vector<Tensor*> outputs;
+  double loss = 0;
+  SPW_TRY(forward(mb, loss, outputs));
+  const Tensor* scores = model_->block(model_->size() - 1).logits(states_.back());
+  if (scores == nullptr) {
+    return error(StatusCode::unsupported, "this model does not produce class scores");
+  }
+  return scores;
 }
 
 Status Trainer::save_checkpoint(const std::string& path, const std::string& config_json) {

@@ -73,6 +73,10 @@ class Trainer {
   // loss a pipeline's PipelineExecutor::evaluate reproduces. Changes no parameter or state
   // that training reads; the first call opens the data.
   Result<double> evaluate(int batches);
+  // The class scores of `mb` (a gpt's next-token logits, [samples * seq, vocab]) from a
+  // forward pass, valid until the next call that runs the model; mb.targets may be any
+  // valid class ids. unsupported for a model whose loss block keeps no scores.
+  Result<const Tensor*> logits(const MicrobatchData& mb);
   Status save_checkpoint(const std::string& path, const std::string& config_json);
   const char* item_name() const { return settings_.model.kind == "gpt" ? "tokens" : "samples"; }
 

@@ -89,4 +89,26 @@ check "an unwritable output dir names it" grep -q "/proc/forbidden" "$work/dir.t
 "$spillway" train "$work/missing.toml" > "$work/missing.txt" 2>&1
 check "a missing job file exits non-zero" test $? -ne 0
 
+# spillway sample: the prompt and exactly --bytes more, the same for the same seed.
+"$spillway" train "$work/tiny.toml" --set "output.dir=$work/sampled" \
+  --set output.checkpoint_every=3 > /dev/null 2>&1
+sample() {  # sample OUT ARGS...
+  local out=$1; shift
+  "$spillway" sample "$work/tiny.toml" --checkpoint "$work/sampled/checkpoint-3.h5" "$@" \
+    > "$out" 2>&1
+}
+sample "$work/s1.txt" --prompt "Once " --bytes 40 --seed 5
+check "spillway sample exits 0" test $? -eq 0
+check "it prints the prompt and 40 more bytes and a newline" \
+  python3 -c "import sys; t=open('$work/s1.txt','rb').read(); sys.exit(0 if t.startswith(b'Once ') and len(t)==5+40+1 and t.endswith(b'\n') else 1)"
+sample "$work/s2.txt" --prompt "Once " --bytes 40 --seed 5
+check "the same seed gives the same text" cmp -s "$work/s1.txt" "$work/s2.txt"
+sample "$work/s3.txt" --temperature -0.5
+check "a negative temperature exits non-zero" test $? -ne 0
+check "with one line naming it" one_line "$work/s3.txt" \
+  "temperature must be 0 (greedy) or more, got -0.5"
+sample "$work/s4.txt" --prompt ""
+check "an empty prompt is named" one_line "$work/s4.txt" \
+  "the prompt is empty: give at least one byte"
+
 finish

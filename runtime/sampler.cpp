@@ -1,0 +1,85 @@
+#include "runtime/sampler.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <vector>
+
+namespace spw {
+
+int draw_token(const float* logits, int count, double temperature, int top_k, double u) {
+  std::vector<int> order(static_cast<std::size_t>(count));
+  std::iota(order.begin(), order.end(), 0);
+  // By score, ties to the lower id, so greedy and top-k choices do not depend on the sort.
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return logits[a] > logits[b]; });
+  if (temperature == 0) return order.front();
+  const int kept = top_k > 0 ? std::min(top_k, count) : count;
+  const double top = logits[order.front()];
+  std::vector<double> weights(static_cast<std::size_t>(kept));
+  double total = 0;
+  for (int i = 0; i < kept; ++i) {
+    weights[static_cast<std::size_t>(i)] =
+        std::exp((logits[order[static_cast<std::size_t>(i)]] - top) / temperature);
+    total += weights[static_cast<std::size_t>(i)];
+  }
+  double target = u * total;
+  for (int i = 0; i < kept; ++i) {
+    target -= weights[static_cast<std::size_t>(i)];
+    if (target < 0) return order[static_cast<std::size_t>(i)];
+  }
+  return order[static_cast<std::size_t>(kept - 1)];  // u * total rounded up to the total
+}
+
+Result<std::string> sample_text(Trainer& trainer, const SampleSettings& settings) {
+  const ModelSpec& model = trainer.settings().model;
+  if (model.kind != "gpt") {
+    return error(StatusCode::unsupported,
+                 "sampling continues text, which needs a gpt; this job's model.kind is \"" +
+                     model.kind + "\"");
+  }
+  if (settings.prompt.empty()) {
+    return error(StatusCode::invalid_argument, "the prompt is empty: give at least one byte");
+  }
+  if (settings.bytes < 1) {
+    return error(StatusCode::invalid_argument,
+                 "bytes must be at least 1, got " + std::to_string(settings.bytes));
+  }
+  if (!(settings.temperature >= 0) || !std::isfinite(settings.temperature)) {
+    char value[32];
+    std::snprintf(value, sizeof value, "%g", settings.temperature);
+    return error(StatusCode::invalid_argument,
+                 "temperature must be 0 (greedy) or more, got " + std::string(value));
+  }
+  const int vocab = model.gpt.vocab;
+  if (settings.top_k < 0 || settings.top_k > vocab) {
+    return error(StatusCode::invalid_argument, "top-k must lie in [0, " + std::to_string(vocab) +
+                                                   "], got " + std::to_string(settings.top_k));
+  }
+  const auto seq = static_cast<std::size_t>(model.gpt.seq);
+  std::string text = settings.prompt;
+  std::vector<std::int32_t> window(seq, 0), targets(seq, 0);
+  std::mt19937_64 random(settings.seed);
+  for (int n = 0; n < settings.bytes; ++n) {
+    // The window ends at the newest byte; causal attention keeps the zeros after it out.
+    const std::size_t length = std::min(seq, text.size());
+    std::fill(window.begin(), window.end(), 0);
+    for (std::size_t i = 0; i < length; ++i) {
+      window[i] = static_cast<unsigned char>(text[text.size() - length + i]);
+    }
+    MicrobatchData mb;
+    mb.samples = 1;
+    mb.seq = static_cast<std::int64_t>(seq);
+    mb.tokens = window.data();
+    mb.targets = targets.data();
+    SPW_ASSIGN_OR_RETURN(const Tensor* logits, trainer.logits(mb));
+    // 53 random bits: a double in [0, 1) that does not depend on the standard library.
+    const double u = static_cast<double>(random() >> 11) * 0x1.0p-53;
+    const float* last = logits->data() + (length - 1) * static_cast<std::size_t>(vocab);
+    text += static_cast<char>(draw_token(last, vocab, settings.temperature, settings.top_k, u));
+  }
+  return text.substr(settings.prompt.size());
+}
+
+}  // namespace spw
