@@ -237,7 +237,9 @@ SPW_API spw_status spw_job_free(spw_job job);
  * kernels on a CPU it does not know, the vector ones the CPU runs, by setting
  * BLIS_ARCH_TYPE in the process environment), sets this process's memory cap
  * (memory.cap), plans and builds this rank's part of the model with its optimizer and data.
- * train.steps and train.epochs are not used: spw_trainer_train says how many steps to run.
+ * train.steps and train.epochs are not used: spw_trainer_train says how many steps to run;
+ * nor is eval.every: spw_trainer_evaluate evaluates when called (with eval.every > 0 the
+ * held-out data is opened here, so a data.holdout too small fails now).
  *   SPW_ERR_NULL_HANDLE       session, job or trainer is NULL
  *   SPW_ERR_BAD_STATE         session or job was freed, or the job's model was begun by
  *                             calls and not finished (spw_job_set_input alone)
