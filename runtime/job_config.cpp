@@ -481,10 +481,16 @@ Status read_memory(const JobReader& r, MemoryConfig& memory) {
   return Status::success();
 }
 
-Status read_output(const JobReader& r, OutputConfig& output) {
+Status read_output(const JobReader& r, const EvalConfig& eval, OutputConfig& output) {
   SPW_TRY(r.read_string("output.dir", output.dir));
   if (output.dir.empty()) return r.fail("output.dir", "'output.dir' must not be empty");
   SPW_TRY(r.read_integer("output.checkpoint_every", output.checkpoint_every, 0));
+  SPW_TRY(r.read_bool("output.keep_best", output.keep_best));
+  if (output.keep_best && eval.every == 0) {
+    return r.fail_at({"output.keep_best", "eval.every"},
+                     "'output.keep_best' keeps the checkpoint with the lowest eval loss, but "
+                     "nothing evaluates: set 'eval.every'");
+  }
   SPW_TRY(r.read_bool("output.trace", output.trace));
   return Status::success();
 }
@@ -519,7 +525,7 @@ Result<JobConfig> parse_job(std::string_view text, const std::string& source_nam
   SPW_TRY(check_split_layers_auto(reader, config.model, config.parallel));
   SPW_TRY(read_offload(reader, config.parallel, config.offload));
   SPW_TRY(read_memory(reader, config.memory));
-  SPW_TRY(read_output(reader, config.output));
+  SPW_TRY(read_output(reader, config.eval, config.output));
   SPW_TRY(reader.read_integer("threads.count", config.threads.count, 0));
   return config;
 }

@@ -162,6 +162,9 @@ struct MemoryConfig {
 struct OutputConfig {
   std::string dir = "spillway-out";
   std::int64_t checkpoint_every = 0;  // steps; 0: never
+  // Keep the checkpoint with the lowest eval loss as dir/best.h5 (runtime/best_checkpoint.hpp);
+  // needs eval.every.
+  bool keep_best = false;
   bool trace = true;
   bool operator==(const OutputConfig&) const = default;
 };

@@ -91,6 +91,7 @@ nlohmann::json to_json(const JobConfig& config) {
 
   out["output"] = {{"dir", config.output.dir},
                    {"checkpoint_every", config.output.checkpoint_every},
+                   {"keep_best", config.output.keep_best},
                    {"trace", config.output.trace}};
   out["threads"] = {{"count", config.threads.count}};
   return out;

@@ -44,7 +44,7 @@ const std::vector<SectionSchema>& schema() {
       {"parallel", {"stages", "replicas", "schedule", "chunks", "layout"}},
       {"offload", {"tier", "keep", "lookahead", "verify", "dir", "engine_pu"}},
       {"memory", {"cap"}},
-      {"output", {"dir", "checkpoint_every", "trace"}},
+      {"output", {"dir", "checkpoint_every", "keep_best", "trace"}},
       {"threads", {"count"}},
   };
   return sections;

@@ -7,7 +7,9 @@
 #include <optional>
 
 #include "kernels/memory_ledger.hpp"
+#include "runtime/best_checkpoint.hpp"
 #include "runtime/json_file.hpp"
+#include "runtime/mpi_support.hpp"
 #include "runtime/node_facts.hpp"
 #include "runtime/op_report.hpp"
 #include "runtime/pipeline_checkpoint.hpp"
@@ -75,6 +77,19 @@ Result<RunEnd> train_opened_job(const JobConfig& job, const TrainCommand& comman
   const auto start = std::chrono::steady_clock::now();
   StepOpTimes op_times_per_step;
   std::optional<EarlyStop> stopped;
+  BestCheckpoint best;
+  if (job.output.keep_best) {
+    const std::int64_t resumed = command.resume_from.empty() ? -1 : executor->steps_done();
+    Result<BestCheckpoint> read =
+        rank == 0 ? read_best_record(job.output.dir, resumed) : BestCheckpoint{};
+    if (const Status agreed = agree_on_status(comm, read.status()); !agreed.ok()) {
+      scope = FailureScope::all_ranks;
+      return agreed;
+    }
+    best = *read;
+    SPW_TRY(mpi_check(MPI_Bcast(&best.step, 1, MPI_INT64_T, 0, comm), "sharing the best step"));
+    SPW_TRY(mpi_check(MPI_Bcast(&best.loss, 1, MPI_DOUBLE, 0, comm), "sharing the best loss"));
+  }
   while (executor->steps_done() < total) {
     StepResult step;
     op_times_per_step.start_step();
@@ -91,6 +106,24 @@ Result<RunEnd> train_opened_job(const JobConfig& job, const TrainCommand& comman
       SPW_ASSIGN_OR_RETURN(const double loss, executor->evaluate(job.eval.batches));
       record_evaluation(record, rank == 0 ? stdout : nullptr,
                         {step.step, loss, seconds_since(started)}, job.eval.batches);
+      // The loss is the same on every rank, and so is the choice.
+      if (job.output.keep_best && best.improved_by(loss)) {
+        const std::string path = best_checkpoint_path(job.output.dir);
+        Status saved = save_pipeline_checkpoint(*executor, comm, path, config_json.dump());
+        best = {step.step, loss};
+        if (saved.ok()) {
+          saved = agree_on_status(
+              comm, rank == 0 ? write_best_record(job.output.dir, best) : Status::success());
+        }
+        if (!saved.ok()) {
+          scope = FailureScope::all_ranks;  // agreed, as for the scheduled checkpoints
+          return saved;
+        }
+        if (rank == 0) {
+          std::printf("step %lld: the lowest eval loss so far; saved %s\n",
+                      static_cast<long long>(step.step), path.c_str());
+        }
+      }
     }
     const bool scheduled =
         job.output.checkpoint_every > 0 && step.step % job.output.checkpoint_every == 0;
@@ -130,6 +163,7 @@ Result<RunEnd> train_opened_job(const JobConfig& job, const TrainCommand& comman
   const double items_per_step =
       static_cast<double>(settings.train.batch * settings.train.model.positions_per_sample());
   nlohmann::json report = make_report(record, items_per_step, MemoryLedger::process().snapshot());
+  if (best.step >= 0) report["best"] = to_json(best, job.output.dir);
   std::string plan_note;
   if (!opened.plan_record.is_null()) {
     // The planner's prediction, made before the run from a profile and the links, beside

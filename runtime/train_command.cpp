@@ -6,6 +6,7 @@
 
 #include "kernels/memory_ledger.hpp"
 #include "kernels/threading.hpp"
+#include "runtime/best_checkpoint.hpp"
 #include "runtime/json_file.hpp"
 #include "runtime/mpi_support.hpp"
 #include "runtime/node_facts.hpp"
@@ -116,6 +117,11 @@ Result<RunEnd> run_single_rank(const JobConfig& job, const TrainCommand& command
   const std::int64_t per_epoch = settings.epochs > 0 ? trainer->steps_per_epoch() : 0;
   StepOpTimes op_times_per_step;
   std::optional<EarlyStop> stopped;
+  BestCheckpoint best;
+  if (job.output.keep_best) {
+    const std::int64_t resumed = command.resume_from.empty() ? -1 : trainer->steps_done();
+    SPW_ASSIGN_OR_RETURN(best, read_best_record(job.output.dir, resumed));
+  }
   while (trainer->steps_done() < total) {
     StepResult step;
     op_times_per_step.start_step();
@@ -131,6 +137,14 @@ Result<RunEnd> run_single_rank(const JobConfig& job, const TrainCommand& command
       progress.finish();
       record_evaluation(record, stdout, {step.step, loss, seconds_since(started)},
                         job.eval.batches);
+      if (job.output.keep_best && best.improved_by(loss)) {
+        const std::string path = best_checkpoint_path(job.output.dir);
+        SPW_TRY(trainer->save_checkpoint(path, config_json.dump()));
+        best = {step.step, loss};
+        SPW_TRY(write_best_record(job.output.dir, best));
+        std::printf("step %lld: the lowest eval loss so far; saved %s\n",
+                    static_cast<long long>(step.step), path.c_str());
+      }
     }
     const bool scheduled =
         job.output.checkpoint_every > 0 && step.step % job.output.checkpoint_every == 0;
@@ -158,6 +172,7 @@ Result<RunEnd> run_single_rank(const JobConfig& job, const TrainCommand& command
   nlohmann::json report = make_report(record, items_per_step, MemoryLedger::process().snapshot());
   report["time_by_op"] = time_by_op(op_times_per_step);
   if (stopped) report["stopped"] = to_json(*stopped);
+  if (best.step >= 0) report["best"] = to_json(best, job.output.dir);
   std::vector<sched::NodeFacts> nodes;
   if (auto facts = this_node_facts(processor_name()); facts.ok()) nodes.push_back(*facts);
   report["nodes"] = nodes_report({0}, nodes);

@@ -29,6 +29,11 @@ AbiError check_job_locally(spw_job job, spw_trainer* out, JobConfig& config) {
   }
   AbiError resolved = job->draft.resolve(config);
   if (resolved.code != SPW_OK) return resolved;
+  if (config.output.keep_best) {
+    return {SPW_ERR_UNSUPPORTED,
+            "output.keep_best is not used through the C ABI: set it to false, and save a "
+            "checkpoint when spw_trainer_evaluate gives a lower loss"};
+  }
   if (config.output.checkpoint_every > 0) {
     return {SPW_ERR_UNSUPPORTED,
             "output.checkpoint_every is not used through the C ABI: set it to 0 and call "

@@ -301,6 +301,12 @@ static void trainer_setup_errors(spw_session session, const char* scratch) {
   EXPECT(spw_trainer_create(session, job, &trainer), SPW_ERR_UNSUPPORTED,
          "call spw_trainer_save_checkpoint");
   EXPECT_OK(spw_job_set(job, "output.checkpoint_every", "0"));
+  EXPECT_OK(spw_job_set(job, "eval.every", "5"));
+  EXPECT_OK(spw_job_set(job, "output.keep_best", "true"));
+  EXPECT(spw_trainer_create(session, job, &trainer), SPW_ERR_UNSUPPORTED,
+         "output.keep_best is not used through the C ABI");
+  EXPECT_OK(spw_job_set(job, "output.keep_best", "false"));
+  EXPECT_OK(spw_job_set(job, "eval.every", "0"));
   EXPECT_OK(spw_job_set(job, "train.init_from", "/nonexistent/weights.h5"));
   EXPECT(spw_trainer_create(session, job, &trainer), SPW_ERR_NOT_FOUND, "");
   CHECK(trainer == NULL);

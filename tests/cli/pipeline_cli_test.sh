@@ -410,6 +410,35 @@ PY
 check "another model's checkpoint exits non-zero" test $? -ne 0
 check "naming the tensor that does not fit" one_line "$work/ev-bad.txt" \
   "dataset 'tok_emb.weight' has shape [256, 32] but the model expects [256, 64]"
+# output.keep_best: at lr 0.05 the held-out loss falls to step 4 and rises at 6 and 8
+# (measured), so best.h5 is step 4's, and it scores exactly what the run measured there.
+best_args=("${eval_args[@]}" --set train.steps=8 --set train.lr=0.05 --set output.keep_best=true)
+run2 "$work/best.txt" "$work/tiny.toml" --set "output.dir=$work/best" "${best_args[@]}" \
+  --set output.checkpoint_every=4
+check "a run with output.keep_best exits 0" test $? -eq 0
+check "it saves best.h5 when the eval loss is the lowest so far, and only then" \
+  test "$(grep -c 'the lowest eval loss so far; saved' "$work/best.txt")" -eq \
+  "$(python3 -c "import json; e=[x['loss'] for x in json.load(open('$work/best/report.json'))['eval']]; print(sum(1 for i,x in enumerate(e) if x < min(e[:i], default=1e9)))")"
+"$spillway" evaluate "$work/tiny.toml" --set parallel.stages=1 "${eval_args[@]}" \
+  --checkpoint "$work/best/best.h5" --output "$work/best-eval.json" > /dev/null 2>&1
+check "best.json and the report name the step of the lowest eval loss, which best.h5 scores" \
+  python3 - "$work/best/report.json" "$work/best/best.json" "$work/best-eval.json" <<'PY'
+import json, sys
+report, best, scored = (json.load(open(f)) for f in sys.argv[1:])
+lowest = min(report["eval"], key=lambda e: e["loss"])
+ok = (best["step"] == lowest["step"] == 4 == scored["step"] and best["loss"] == lowest["loss"]
+      == scored["loss"] and report["best"] == best and best["checkpoint"].endswith("/best.h5"))
+sys.exit(0 if ok else 1)
+PY
+cp "$work/best/best.json" "$work/best-before.json"
+run2 "$work/best-resumed.txt" "$work/tiny.toml" --set "output.dir=$work/best" "${best_args[@]}" \
+  --resume "$work/best/checkpoint-4.h5"
+check "a run resumed at step 4 goes on from the record: steps 6 and 8 do not beat it" \
+  bash -c "! grep -q 'lowest eval loss so far' '$work/best-resumed.txt' && cmp -s '$work/best/best.json' '$work/best-before.json'"
+run2 "$work/best-fresh.txt" "$work/tiny.toml" --set "output.dir=$work/best" "${eval_args[@]}" \
+  --set train.steps=2 --set output.keep_best=true
+check "a fresh run in the same output.dir starts its own record" python3 -c \
+  "import json,sys; b=json.load(open('$work/best/best.json')); sys.exit(0 if b['step']==2 else 1)"
 run2 "$work/no-holdout.txt" "$work/tiny.toml" --set "output.dir=$work/no-holdout" \
   --set 'data.source="text"' --set eval.every=2
 check "eval.every on text without data.holdout exits non-zero" test $? -ne 0

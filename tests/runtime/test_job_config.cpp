@@ -116,6 +116,7 @@ cap = "8GiB"
 [output]
 dir = "runs/everything"
 checkpoint_every = 25
+keep_best = true
 trace = false
 
 [threads]
@@ -186,6 +187,7 @@ TEST(JobConfigDefaults, MinimalJobHasDocumentedDefaults) {
   EXPECT_FALSE(c.memory.cap.has_value());
   EXPECT_EQ(c.output.dir, "spillway-out");
   EXPECT_EQ(c.output.checkpoint_every, 0);
+  EXPECT_FALSE(c.output.keep_best);
   EXPECT_TRUE(c.output.trace);
   EXPECT_EQ(c.threads.count, 0);
 }
@@ -290,6 +292,7 @@ TEST(JobConfigExamples, EveryKey) {
   EXPECT_EQ(c.memory.cap, std::size_t{8} << 30);
   EXPECT_EQ(c.output.dir, "runs/everything");
   EXPECT_EQ(c.output.checkpoint_every, 25);
+  EXPECT_TRUE(c.output.keep_best);
   EXPECT_FALSE(c.output.trace);
   EXPECT_EQ(c.threads.count, 6);
 }
@@ -912,6 +915,16 @@ TEST(JobConfigEval, HeldOutTextAndTheEvaluationsAgree) {
   EXPECT_EQ(text->eval.batches, 2);
   EXPECT_EQ(to_json(*text)["eval"], (nlohmann::json{{"every", 5}, {"batches", 2}}));
   EXPECT_EQ(to_json(*text)["data"]["holdout"], 0.05);
+}
+
+TEST(JobConfigEval, KeepingTheBestNeedsEvaluations) {
+  EXPECT_EQ(error_of(kTrain + "[output]\nkeep_best = true\n"),
+            "job.toml:4: 'output.keep_best' keeps the checkpoint with the lowest eval loss, but "
+            "nothing evaluates: set 'eval.every'");
+  auto kept = parse("[data]\nsource = \"synthetic\"\n[train]\nsteps = 10\n[eval]\nevery = 5\n"
+                    "[output]\nkeep_best = true\n");
+  ASSERT_TRUE(kept.ok()) << kept.status().message();
+  EXPECT_EQ(to_json(*kept)["output"]["keep_best"], true);
 }
 
 TEST(JobConfigEval, EvaluatesEveryNStepsAndAfterTheLast) {
