@@ -1,11 +1,14 @@
 // output.keep_best: the checkpoint with the lowest held-out loss so far, kept beside the
 // scheduled ones as output.dir/best.h5, with output.dir/best.json ({"step", "loss",
 // "checkpoint"}) saying which it is. A resumed run goes on from the record of the run it
-// resumes; a fresh run starts its own. Written after the checkpoint, so best.json never
-// names a file that is not there whole.
+// resumes; a fresh run starts its own.
 #pragma once
 
+#include <mpi.h>
+
 #include <cstdint>
+#include <cstdio>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -32,5 +35,20 @@ Result<BestCheckpoint> read_best_record(const std::string& output_dir, std::int6
 Status write_best_record(const std::string& output_dir, const BestCheckpoint& best);
 
 nlohmann::json to_json(const BestCheckpoint& best, const std::string& output_dir);
+
+// ---- for the training loops (collective over `comm`; MPI_COMM_SELF on one rank) --------
+
+// read_best_record on rank 0, shared with every rank; every rank returns the same error.
+Result<BestCheckpoint> agree_on_best_record(MPI_Comm comm, const std::string& output_dir,
+                                            std::int64_t resumed_step);
+
+// After an evaluation that measured `loss` (the same on every rank) after `step`: when it
+// beats `best`, `save` writes best.h5 (collective, the same status on every rank), rank 0
+// writes best.json, `best` becomes the new record, and `log` (rank 0's; may be null) says
+// so. Every rank returns the same status. Both files are replaced whole or not at all; if
+// best.json fails after best.h5 was saved, it still describes the record before.
+Status keep_if_best(MPI_Comm comm, const std::string& output_dir, std::int64_t step, double loss,
+                    BestCheckpoint& best, const std::function<Status(const std::string&)>& save,
+                    std::FILE* log);
 
 }  // namespace spw

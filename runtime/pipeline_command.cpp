@@ -9,7 +9,6 @@
 #include "kernels/memory_ledger.hpp"
 #include "runtime/best_checkpoint.hpp"
 #include "runtime/json_file.hpp"
-#include "runtime/mpi_support.hpp"
 #include "runtime/node_facts.hpp"
 #include "runtime/op_report.hpp"
 #include "runtime/pipeline_checkpoint.hpp"
@@ -80,15 +79,12 @@ Result<RunEnd> train_opened_job(const JobConfig& job, const TrainCommand& comman
   BestCheckpoint best;
   if (job.output.keep_best) {
     const std::int64_t resumed = command.resume_from.empty() ? -1 : executor->steps_done();
-    Result<BestCheckpoint> read =
-        rank == 0 ? read_best_record(job.output.dir, resumed) : BestCheckpoint{};
-    if (const Status agreed = agree_on_status(comm, read.status()); !agreed.ok()) {
-      scope = FailureScope::all_ranks;
-      return agreed;
+    auto record_so_far = agree_on_best_record(comm, job.output.dir, resumed);
+    if (!record_so_far.ok()) {
+      scope = FailureScope::all_ranks;  // agreed
+      return record_so_far.status();
     }
-    best = *read;
-    SPW_TRY(mpi_check(MPI_Bcast(&best.step, 1, MPI_INT64_T, 0, comm), "sharing the best step"));
-    SPW_TRY(mpi_check(MPI_Bcast(&best.loss, 1, MPI_DOUBLE, 0, comm), "sharing the best loss"));
+    best = *record_so_far;
   }
   while (executor->steps_done() < total) {
     StepResult step;
@@ -106,22 +102,16 @@ Result<RunEnd> train_opened_job(const JobConfig& job, const TrainCommand& comman
       SPW_ASSIGN_OR_RETURN(const double loss, executor->evaluate(job.eval.batches));
       record_evaluation(record, rank == 0 ? stdout : nullptr,
                         {step.step, loss, seconds_since(started)}, job.eval.batches);
-      // The loss is the same on every rank, and so is the choice.
-      if (job.output.keep_best && best.improved_by(loss)) {
-        const std::string path = best_checkpoint_path(job.output.dir);
-        Status saved = save_pipeline_checkpoint(*executor, comm, path, config_json.dump());
-        best = {step.step, loss};
-        if (saved.ok()) {
-          saved = agree_on_status(
-              comm, rank == 0 ? write_best_record(job.output.dir, best) : Status::success());
-        }
-        if (!saved.ok()) {
+      if (job.output.keep_best) {
+        const Status kept = keep_if_best(
+            comm, job.output.dir, step.step, loss, best,
+            [&](const std::string& path) {
+              return save_pipeline_checkpoint(*executor, comm, path, config_json.dump());
+            },
+            rank == 0 ? stdout : nullptr);
+        if (!kept.ok()) {
           scope = FailureScope::all_ranks;  // agreed, as for the scheduled checkpoints
-          return saved;
-        }
-        if (rank == 0) {
-          std::printf("step %lld: the lowest eval loss so far; saved %s\n",
-                      static_cast<long long>(step.step), path.c_str());
+          return kept;
         }
       }
     }

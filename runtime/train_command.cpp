@@ -120,7 +120,7 @@ Result<RunEnd> run_single_rank(const JobConfig& job, const TrainCommand& command
   BestCheckpoint best;
   if (job.output.keep_best) {
     const std::int64_t resumed = command.resume_from.empty() ? -1 : trainer->steps_done();
-    SPW_ASSIGN_OR_RETURN(best, read_best_record(job.output.dir, resumed));
+    SPW_ASSIGN_OR_RETURN(best, agree_on_best_record(MPI_COMM_SELF, job.output.dir, resumed));
   }
   while (trainer->steps_done() < total) {
     StepResult step;
@@ -137,13 +137,13 @@ Result<RunEnd> run_single_rank(const JobConfig& job, const TrainCommand& command
       progress.finish();
       record_evaluation(record, stdout, {step.step, loss, seconds_since(started)},
                         job.eval.batches);
-      if (job.output.keep_best && best.improved_by(loss)) {
-        const std::string path = best_checkpoint_path(job.output.dir);
-        SPW_TRY(trainer->save_checkpoint(path, config_json.dump()));
-        best = {step.step, loss};
-        SPW_TRY(write_best_record(job.output.dir, best));
-        std::printf("step %lld: the lowest eval loss so far; saved %s\n",
-                    static_cast<long long>(step.step), path.c_str());
+      if (job.output.keep_best) {
+        SPW_TRY(keep_if_best(
+            MPI_COMM_SELF, job.output.dir, step.step, loss, best,
+            [&](const std::string& path) {
+              return trainer->save_checkpoint(path, config_json.dump());
+            },
+            stdout));
       }
     }
     const bool scheduled =
