@@ -106,8 +106,10 @@ spw_status evaluate(const char* fn, spw_trainer trainer, int batches, double* lo
   }
   if (const spw_status s = check_same_count(fn, trainer, batches, "batch", "batches")) return s;
   PipelineExecutor& executor = *trainer->pipeline.executor;
-  // Agreed, and the trainer stays usable when the job's data has no held-out part.
+  // Agreed, and the trainer stays usable when the job's data has no held-out part; only
+  // MPI failing while the ranks agree leaves it unusable.
   if (const Status opened = executor.open_evaluation_data(); !opened.ok()) {
+    if (opened.code() == StatusCode::communication) return fail_collective(fn, trainer, opened);
     return fail(fn, opened);
   }
   const Result<double> evaluated = executor.evaluate(batches);
