@@ -21,6 +21,7 @@ namespace {
 Result<double> evaluate_on_one_rank(const JobConfig& job) {
   SPW_ASSIGN_OR_RETURN(TrainSettings settings, train_settings_from(job));
   settings.evaluates = true;
+  settings.inference_only = true;
   ThreadRequest threads;
   threads.threads = job.threads.count;
   SPW_TRY(setup_threads(threads).status());

@@ -12,6 +12,7 @@ Status run_sample_command(const SampleCommand& command) {
   SPW_ASSIGN_OR_RETURN(JobConfig job, load_job_file(command.config_path, command.overrides));
   job.train.init_from = command.checkpoint;
   SPW_ASSIGN_OR_RETURN(TrainSettings settings, train_settings_from(job));
+  settings.inference_only = true;
   ThreadRequest threads;
   threads.threads = job.threads.count;
   SPW_TRY(setup_threads(threads).status());

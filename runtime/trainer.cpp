@@ -2,11 +2,13 @@
 
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 #include "kernels/memory_ledger.hpp"
 #include "kernels/ops/cross_entropy.hpp"
 #include "runtime/checkpoint.hpp"
 #include "runtime/grad_clip.hpp"
+#include "runtime/parameter_store.hpp"
 
 namespace spw {
 
@@ -28,7 +30,11 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainSettings& settings) 
     SPW_ASSIGN_OR_RETURN(trainer->evaluation_data_,
                          open_evaluation_source(settings.data, settings.model, settings.seed));
   }
-  SPW_ASSIGN_OR_RETURN(trainer->model_, Model::build(settings.model));
+  {
+    std::optional<WithoutGradients> no_gradients;
+    if (settings.inference_only) no_gradients.emplace();
+    SPW_ASSIGN_OR_RETURN(trainer->model_, Model::build(settings.model));
+  }
   SPW_TRY(trainer->model_->init_parameters(settings.seed));
   trainer->total_steps_ = settings.steps > 0 ? settings.steps
                                              : settings.epochs * trainer->steps_per_epoch();
@@ -38,8 +44,10 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainSettings& settings) 
                  "of at least one batch");
   }
   end_open_decay_at(trainer->settings_.optimizer.schedule, trainer->total_steps_);
-  SPW_ASSIGN_OR_RETURN(trainer->optimizer_, make_optimizer(trainer->settings_.optimizer,
-                                                           trainer->model_->parameters()));
+  if (!settings.inference_only) {
+    SPW_ASSIGN_OR_RETURN(trainer->optimizer_, make_optimizer(trainer->settings_.optimizer,
+                                                             trainer->model_->parameters()));
+  }
   trainer->states_.resize(trainer->model_->size());
   if (!settings.init_from.empty()) {
     SPW_TRY(load_parameters(settings.init_from, trainer->model_->parameters()));
@@ -90,6 +98,10 @@ Status Trainer::forward_backward(const MicrobatchData& mb, double& loss) {
 }
 
 Status Trainer::run_step(StepResult& result) {
+  if (!optimizer_) {
+    return error(StatusCode::unsupported,
+                 "this trainer was built for forwards only (inference_only): it cannot train");
+  }
   const auto start = std::chrono::steady_clock::now();
   result.grad_norm.reset();
   const std::int64_t micro = settings_.batch / settings_.microbatches;

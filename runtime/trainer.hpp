@@ -42,6 +42,9 @@ struct TrainSettings {
   // The run evaluates (eval.every > 0): the held-out data opens with the trainer or the
   // executor, so a split that leaves too little text fails before the first step.
   bool evaluates = false;
+  // Forwards only (spillway evaluate, spillway sample): the trainer holds parameters but no
+  // gradients or optimizer state, a quarter of what AdamW training holds; run_step refuses.
+  bool inference_only = false;
 };
 
 struct StepResult {
@@ -59,13 +62,14 @@ class Trainer {
  public:
   static Result<std::unique_ptr<Trainer>> create(const TrainSettings& settings);
 
+  // unsupported for an inference-only trainer.
   Status run_step(StepResult& result);
   std::int64_t steps_done() const { return step_; }
   std::int64_t total_steps() const { return total_steps_; }
   std::int64_t steps_per_epoch() const;
   const TrainSettings& settings() const { return settings_; }
   Model& model() { return *model_; }
-  Optimizer& optimizer() { return *optimizer_; }
+  Optimizer& optimizer() { return *optimizer_; }  // not for an inference-only trainer
   // Accuracy of the model's argmax over the held-out set (Fashion-MNIST t10k).
   Result<double> test_accuracy();
   // The mean loss of `batches` batches of held-out data (open_evaluation_source), each of

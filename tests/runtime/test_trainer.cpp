@@ -228,6 +228,28 @@ TEST(TrainerEvaluate, TextWithoutAHoldoutOrNoBatchesIsAnError) {
             "an evaluation needs at least one batch, got 0");
 }
 
+TEST(TrainerEvaluate, AnInferenceOnlyTrainerHoldsNoGradientsOrOptimizerState) {
+  const auto held = [](MemoryCategory category) {
+    return MemoryLedger::process().snapshot().current_of(category);
+  };
+  TrainSettings settings = tiny_gpt(2);
+  settings.inference_only = true;
+  const std::size_t gradients = held(MemoryCategory::gradients);
+  const std::size_t optimizer_state = held(MemoryCategory::optimizer_state);
+  auto inference = Trainer::create(settings);
+  ASSERT_TRUE(inference.ok()) << inference.status().message();
+  EXPECT_EQ(held(MemoryCategory::gradients), gradients);
+  EXPECT_EQ(held(MemoryCategory::optimizer_state), optimizer_state);
+  auto full = Trainer::create(tiny_gpt(2));
+  ASSERT_TRUE(full.ok());
+  EXPECT_GT(held(MemoryCategory::gradients), gradients);
+  // The same parameters give the same held-out loss either way.
+  EXPECT_EQ(*(*inference)->evaluate(2), *(*full)->evaluate(2));
+  StepResult step;
+  EXPECT_EQ((*inference)->run_step(step).message(),
+            "this trainer was built for forwards only (inference_only): it cannot train");
+}
+
 TEST(Trainer, BadBatchSplitIsAnError) {
   TrainSettings settings = tiny_gpt(1);
   settings.microbatches = 3;
