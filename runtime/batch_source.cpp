@@ -136,68 +136,115 @@ class SyntheticFeatureSource final : public BatchSource {
 
 }  // namespace
 
-Result<std::unique_ptr<BatchSource>> open_batch_source(const DataConfig& data,
-                                                       const ModelSpec& model,
-                                                       std::uint64_t seed) {
+namespace {
+
+// Whether `data` can feed `model`: token data for a gpt, 784 features and 10 classes for an
+// mlp on Fashion-MNIST.
+Status check_fits(const DataConfig& data, const ModelSpec& model) {
   const bool gpt = model.kind == "gpt";
+  if (data.source == DataKind::text && !gpt) {
+    return error(StatusCode::invalid_argument,
+                 "data.source \"text\" feeds a gpt, but model.kind is \"mlp\": use "
+                 "\"fashion-mnist\" or \"synthetic\"");
+  }
+  if (data.source == DataKind::fashion_mnist &&
+      (gpt || model.dims.front() != ImageDataset::kHeight * ImageDataset::kWidth ||
+       model.dims.back() != ImageDataset::kClasses)) {
+    return error(StatusCode::invalid_argument,
+                 "data.source \"fashion-mnist\" needs an mlp whose model.dims start at 784 "
+                 "and end at 10");
+  }
+  return Status::success();
+}
+
+std::unique_ptr<BatchSource> token_source(TextCorpus corpus, std::int64_t seq,
+                                          std::string part) {
+  auto source = std::make_unique<TokenSource>(std::move(corpus), seq);
+  source->set_part(std::move(part));
+  return source;
+}
+
+Result<std::unique_ptr<BatchSource>> synthetic_source(const ModelSpec& model,
+                                                      std::uint64_t seed) {
+  if (model.kind == "gpt") {
+    return std::unique_ptr<BatchSource>(new SyntheticTokenSource(seed, model.gpt.seq));
+  }
+  SPW_ASSIGN_OR_RETURN(SyntheticFeatures features,
+                       SyntheticFeatures::create(seed, model.dims.front(),
+                                                 static_cast<std::int32_t>(model.dims.back())));
+  return std::unique_ptr<BatchSource>(new SyntheticFeatureSource(features));
+}
+
+// The sources asked for, each file read once: a text corpus is split in memory, and
+// Fashion-MNIST's evaluation reads its t10k files alone.
+Result<DataSources> open_sources(const DataConfig& data, const ModelSpec& model,
+                                 std::uint64_t seed, bool training, bool evaluation) {
+  if (evaluation && data.source == DataKind::text && data.holdout == 0) {
+    return error(StatusCode::invalid_argument,
+                 "evaluating on text needs held-out text: set data.holdout (0.05 keeps the "
+                 "last 5% of the corpus out of training)");
+  }
+  SPW_TRY(check_fits(data, model));
+  DataSources out;
   switch (data.source) {
     case DataKind::text: {
-      if (!gpt) {
-        return error(StatusCode::invalid_argument,
-                     "data.source \"text\" feeds a gpt, but model.kind is \"mlp\": use "
-                     "\"fashion-mnist\" or \"synthetic\"");
+      const std::int64_t seq = model.gpt.seq;
+      SPW_ASSIGN_OR_RETURN(TextCorpus corpus, TextCorpus::load(data.path, seq));
+      if (evaluation) {
+        SPW_ASSIGN_OR_RETURN(TextCorpus held_out, corpus.held_out_part(data.holdout, seq));
+        out.evaluation = token_source(std::move(held_out), seq, " held out");
       }
-      SPW_ASSIGN_OR_RETURN(TextCorpus corpus, TextCorpus::load(data.path, model.gpt.seq));
-      if (data.holdout == 0) {
-        return std::unique_ptr<BatchSource>(new TokenSource(std::move(corpus), model.gpt.seq));
+      if (training && data.holdout == 0) out.training = token_source(std::move(corpus), seq, "");
+      if (training && data.holdout > 0) {
+        SPW_ASSIGN_OR_RETURN(TextCorpus part, corpus.training_part(data.holdout, seq));
+        out.training = token_source(std::move(part), seq, " for training");
       }
-      SPW_ASSIGN_OR_RETURN(TextCorpus training,
-                           corpus.training_part(data.holdout, model.gpt.seq));
-      auto source = std::make_unique<TokenSource>(std::move(training), model.gpt.seq);
-      source->set_part(" for training");
-      return std::unique_ptr<BatchSource>(std::move(source));
+      return out;
     }
     case DataKind::fashion_mnist: {
-      if (gpt || model.dims.front() != ImageDataset::kHeight * ImageDataset::kWidth ||
-          model.dims.back() != ImageDataset::kClasses) {
-        return error(StatusCode::invalid_argument,
-                     "data.source \"fashion-mnist\" needs an mlp whose model.dims start at 784 "
-                     "and end at 10");
+      if (training) {
+        SPW_ASSIGN_OR_RETURN(ImageDataset images, load_fashion_mnist(data.path, true));
+        out.training = std::make_unique<ImageSource>(std::move(images), data.path);
       }
-      SPW_ASSIGN_OR_RETURN(ImageDataset images, load_fashion_mnist(data.path, true));
-      return std::unique_ptr<BatchSource>(new ImageSource(std::move(images), data.path));
+      if (evaluation) {
+        SPW_ASSIGN_OR_RETURN(ImageDataset images, load_fashion_mnist(data.path, false));
+        out.evaluation = std::make_unique<ImageSource>(std::move(images), data.path);
+      }
+      return out;
     }
     case DataKind::synthetic: {
-      if (gpt) return std::unique_ptr<BatchSource>(new SyntheticTokenSource(seed, model.gpt.seq));
-      SPW_ASSIGN_OR_RETURN(
-          SyntheticFeatures features,
-          SyntheticFeatures::create(seed, model.dims.front(),
-                                    static_cast<std::int32_t>(model.dims.back())));
-      return std::unique_ptr<BatchSource>(new SyntheticFeatureSource(features));
+      if (training) {
+        SPW_ASSIGN_OR_RETURN(out.training, synthetic_source(model, seed));
+      }
+      if (evaluation) {
+        SPW_ASSIGN_OR_RETURN(auto stream, synthetic_source(model, seed));
+        out.evaluation = std::make_unique<FarSteps>(std::move(stream));
+      }
+      return out;
     }
   }
   return error(StatusCode::internal, "unknown data source");
 }
 
+}  // namespace
+
+Result<std::unique_ptr<BatchSource>> open_batch_source(const DataConfig& data,
+                                                       const ModelSpec& model,
+                                                       std::uint64_t seed) {
+  SPW_ASSIGN_OR_RETURN(DataSources sources, open_sources(data, model, seed, true, false));
+  return std::move(sources.training);
+}
+
 Result<std::unique_ptr<BatchSource>> open_evaluation_source(const DataConfig& data,
                                                             const ModelSpec& model,
                                                             std::uint64_t seed) {
-  if (data.source == DataKind::text) {
-    if (data.holdout == 0) {
-      return error(StatusCode::invalid_argument,
-                   "evaluating on text needs held-out text: set data.holdout (0.05 keeps the "
-                   "last 5% of the corpus out of training)");
-    }
-    if (model.kind != "gpt") return open_batch_source(data, model, seed);  // its error
-    SPW_ASSIGN_OR_RETURN(TextCorpus corpus, TextCorpus::load(data.path, model.gpt.seq));
-    SPW_ASSIGN_OR_RETURN(TextCorpus held_out, corpus.held_out_part(data.holdout, model.gpt.seq));
-    auto source = std::make_unique<TokenSource>(std::move(held_out), model.gpt.seq);
-    source->set_part(" held out");
-    return std::unique_ptr<BatchSource>(std::move(source));
-  }
-  SPW_ASSIGN_OR_RETURN(auto training, open_batch_source(data, model, seed));
-  if (data.source == DataKind::fashion_mnist) return training->test_set();
-  return std::unique_ptr<BatchSource>(new FarSteps(std::move(training)));
+  SPW_ASSIGN_OR_RETURN(DataSources sources, open_sources(data, model, seed, false, true));
+  return std::move(sources.evaluation);
+}
+
+Result<DataSources> open_data_sources(const DataConfig& data, const ModelSpec& model,
+                                      std::uint64_t seed, bool evaluation) {
+  return open_sources(data, model, seed, true, evaluation);
 }
 
 }  // namespace spw

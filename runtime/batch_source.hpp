@@ -51,4 +51,13 @@ Result<std::unique_ptr<BatchSource>> open_evaluation_source(const DataConfig& da
                                                             const ModelSpec& model,
                                                             std::uint64_t seed);
 
+// Both at once, reading the data once: open_batch_source's source, and with `evaluation`
+// open_evaluation_source's (else null).
+struct DataSources {
+  std::unique_ptr<BatchSource> training;
+  std::unique_ptr<BatchSource> evaluation;
+};
+Result<DataSources> open_data_sources(const DataConfig& data, const ModelSpec& model,
+                                      std::uint64_t seed, bool evaluation);
+
 }  // namespace spw

@@ -34,6 +34,16 @@ class MpiSession {
   int size_ = 1;
 };
 
+// A file argument every such command needs and checks before MPI starts.
+void add_required_file(CLI::App* app, const std::string& name, std::string& path,
+                       const std::string& description) {
+  app->add_option(name, path, description)->required()->check(CLI::ExistingFile);
+}
+
+void add_job_file(CLI::App* app, std::string& path, const std::string& description) {
+  add_required_file(app, "config", path, description);
+}
+
 int fail(const spw::Status& status) {
   std::fprintf(stderr, "spillway: error: %s\n", status.message().c_str());
   return 1;
@@ -53,9 +63,7 @@ int main(int argc, char** argv) {
   train_app->footer(
       "SIGUSR1 or SIGTERM stops the run after the step in progress, on every rank, with a "
       "checkpoint and the report; it then exits with status 75. Go on with --resume.");
-  train_app->add_option("config", train.config_path, "Job file (TOML)")
-      ->required()
-      ->check(CLI::ExistingFile);
+  add_job_file(train_app, train.config_path, "Job file (TOML)");
   train_app->add_option("--set", train.overrides,
                         "Override a job-file key, e.g. --set train.lr=0.01 (repeatable)");
   train_app
@@ -69,12 +77,8 @@ int main(int argc, char** argv) {
   spw::EvaluateCommand evaluate;
   CLI::App* evaluate_app = app.add_subcommand(
       "evaluate", "The loss of a checkpoint on the job's held-out data, without training");
-  evaluate_app->add_option("config", evaluate.config_path, "Job file (TOML)")
-      ->required()
-      ->check(CLI::ExistingFile);
-  evaluate_app->add_option("--checkpoint", evaluate.checkpoint, "Checkpoint to evaluate")
-      ->required()
-      ->check(CLI::ExistingFile);
+  add_job_file(evaluate_app, evaluate.config_path, "Job file (TOML)");
+  add_required_file(evaluate_app, "--checkpoint", evaluate.checkpoint, "Checkpoint to evaluate");
   evaluate_app
       ->add_option("--batches", evaluate.batches,
                    "Held-out batches of train.batch samples (default: eval.batches)")
@@ -86,12 +90,8 @@ int main(int argc, char** argv) {
   spw::SampleCommand sample;
   CLI::App* sample_app = app.add_subcommand(
       "sample", "Continue a prompt with a checkpoint of a byte-level GPT (one process)");
-  sample_app->add_option("config", sample.config_path, "Job file (TOML) of the model")
-      ->required()
-      ->check(CLI::ExistingFile);
-  sample_app->add_option("--checkpoint", sample.checkpoint, "Checkpoint to sample from")
-      ->required()
-      ->check(CLI::ExistingFile);
+  add_job_file(sample_app, sample.config_path, "Job file (TOML) of the model");
+  add_required_file(sample_app, "--checkpoint", sample.checkpoint, "Checkpoint to sample from");
   sample_app->add_option("--prompt", sample.settings.prompt,
                          "Text to continue (default: a newline)");
   sample_app->add_option("--bytes", sample.settings.bytes, "Bytes to add (default 200)")
@@ -106,9 +106,7 @@ int main(int argc, char** argv) {
   spw::ProfileCommand profile;
   CLI::App* profile_app =
       app.add_subcommand("profile", "Measure the job's model block by block for the planner");
-  profile_app->add_option("config", profile.config_path, "Job file (TOML)")
-      ->required()
-      ->check(CLI::ExistingFile);
+  add_job_file(profile_app, profile.config_path, "Job file (TOML)");
   profile_app->add_option("--set", profile.overrides, "Override a job-file key (repeatable)");
   profile_app->add_option("--output", profile.output_path,
                           "Where to write the profile (default: output.dir/profile.json)");
@@ -120,9 +118,7 @@ int main(int argc, char** argv) {
       "plan",
       "Plan the job for N ranks without running them: print the stages, their ranks, compute "
       "time and memory, the predicted iteration time and bubble, and write plan.json");
-  plan_app->add_option("config", plan.config_path, "Job file (TOML)")
-      ->required()
-      ->check(CLI::ExistingFile);
+  add_job_file(plan_app, plan.config_path, "Job file (TOML)");
   plan_app->add_option("--ranks", plan.ranks, "Ranks to plan for")->required();
   plan_app->add_option(
       "--topology", plan.topology,

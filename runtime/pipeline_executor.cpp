@@ -127,11 +127,10 @@ Status PipelineExecutor::setup(const PipelineSettings& settings, MPI_Comm world)
                      std::to_string(tags_needed) + ": use fewer microbatches or stages");
   }
 
-  SPW_ASSIGN_OR_RETURN(data_, open_batch_source(train.data, train.model, train.seed));
-  if (train.evaluates) {
-    SPW_ASSIGN_OR_RETURN(evaluation_data_,
-                         open_evaluation_source(train.data, train.model, train.seed));
-  }
+  SPW_ASSIGN_OR_RETURN(DataSources sources,
+                       open_data_sources(train.data, train.model, train.seed, train.evaluates));
+  data_ = std::move(sources.training);
+  evaluation_data_ = std::move(sources.evaluation);
   const std::int64_t batch = train.batch;
   total_steps_ =
       train.steps > 0 ? train.steps : train.epochs * (data_->samples_per_epoch() / batch);
@@ -584,7 +583,7 @@ Status PipelineExecutor::run_step(StepResult& result) {
   // waits for.
   grads_zeroed_.assign(chunks_.size(), 0);
   SPW_TRY(load_microbatches(*data_, step_));
-  SPW_TRY(run_program(training_, "step " + std::to_string(step)));
+  SPW_TRY(run_program(training_, "step", step));
   current_.span_s = now() - step_start_;
   current_.allocated_bytes =
       static_cast<std::int64_t>(MemoryLedger::process().reserved_total() - reserved_before);
@@ -606,7 +605,8 @@ Status PipelineExecutor::run_step(StepResult& result) {
   return Status::success();
 }
 
-Status PipelineExecutor::run_program(const Program& program, const std::string& what) {
+Status PipelineExecutor::run_program(const Program& program, const char* pass,
+                                     std::int64_t number) {
   program_ = &program;
   std::fill(losses_.begin(), losses_.end(), 0.0);
   posted_.assign(program.receive_positions.size(), PostedReceive{});
@@ -624,7 +624,8 @@ Status PipelineExecutor::run_program(const Program& program, const std::string& 
       status = start_loss_sum();
     }
     if (!status.ok()) {
-      return status.with_context(what + ", instruction " + sched::to_string(program.list[i]));
+      return status.with_context(std::string(pass) + " " + std::to_string(number) +
+                                 ", instruction " + sched::to_string(program.list[i]));
     }
   }
   return finish_sends();
@@ -657,7 +658,7 @@ Result<double> PipelineExecutor::evaluate(int batches) {
   for (int k = 0; k < batches && status.ok(); ++k) {
     status = load_microbatches(*evaluation_data_, k);
     if (status.ok()) {
-      status = run_program(evaluation_, "evaluation batch " + std::to_string(k + 1));
+      status = run_program(evaluation_, "evaluation batch", k + 1);
     }
     for (double l : losses_) {
       share += l * static_cast<double>(micro) / static_cast<double>(settings_.train.batch);

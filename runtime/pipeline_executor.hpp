@@ -186,8 +186,9 @@ class PipelineExecutor {
   Status setup(const PipelineSettings& settings, MPI_Comm world);
   // Fills the microbatches of this replica's share of batch `step` of `source`.
   Status load_microbatches(const BatchSource& source, std::int64_t step);
-  // Runs `program` to its end and waits for its sends; `what` names the pass in errors.
-  Status run_program(const Program& program, const std::string& what);
+  // Runs `program` to its end and waits for its sends. Errors name the pass ("step 12"),
+  // built only then: a step's path allocates nothing for it.
+  Status run_program(const Program& program, const char* pass, std::int64_t number);
   Status execute(const sched::Instruction& in, std::size_t position);
   Status forward(int mb, int chunk);
   Status backward_input(int mb, int chunk);

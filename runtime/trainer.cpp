@@ -24,12 +24,10 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainSettings& settings) 
 
   auto trainer = std::unique_ptr<Trainer>(new Trainer());
   trainer->settings_ = settings;
-  SPW_ASSIGN_OR_RETURN(trainer->data_,
-                       open_batch_source(settings.data, settings.model, settings.seed));
-  if (settings.evaluates) {
-    SPW_ASSIGN_OR_RETURN(trainer->evaluation_data_,
-                         open_evaluation_source(settings.data, settings.model, settings.seed));
-  }
+  SPW_ASSIGN_OR_RETURN(DataSources sources, open_data_sources(settings.data, settings.model,
+                                                               settings.seed, settings.evaluates));
+  trainer->data_ = std::move(sources.training);
+  trainer->evaluation_data_ = std::move(sources.evaluation);
   {
     std::optional<WithoutGradients> no_gradients;
     if (settings.inference_only) no_gradients.emplace();

@@ -220,6 +220,15 @@ inline Outcome pipeline(const TrainSettings& train, const std::string& schedule,
   return run;
 }
 
+// A per-rank memory cap a quarter of the largest stash below `free_run`'s peak, which only
+// offloading lets the run meet; the same on every rank (rank 0 holds the outcome).
+inline std::size_t cap_that_needs_offload(const Outcome& free_run) {
+  unsigned long long cap =
+      world_rank() == 0 ? free_run.peak_bytes - free_run.peak_stash_bytes / 4 : 0;
+  MPI_Bcast(&cap, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
+  return static_cast<std::size_t>(cap);
+}
+
 inline double max_relative(const std::vector<float>& a, const std::vector<float>& b) {
   double diff = 0, scale = 0;
   for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {

@@ -83,10 +83,8 @@ TEST_P(PipelineEvaluation, OffloadedRunsEvaluateToTheSameBits) {
 TEST(PipelineEvaluationUnderCap, EvaluatesWithinTheCapOffloadTrainsIn) {
   TrainSettings settings = tiny_gpt(8, "adamw");
   const Outcome free_run = pipeline(settings, "gpipe", 2, 1, {}, kEvalBatches);
-  unsigned long long cap =
-      world_rank() == 0 ? free_run.peak_bytes - free_run.peak_stash_bytes / 4 : 0;
-  MPI_Bcast(&cap, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
-  settings.memory_cap = static_cast<std::size_t>(cap);
+  const std::size_t cap = cap_that_needs_offload(free_run);
+  settings.memory_cap = cap;
   OffloadConfig file;
   file.tier = OffloadTier::file;
   file.keep = 0;

@@ -61,11 +61,8 @@ INSTANTIATE_TEST_SUITE_P(Schedules, OffloadMath,
 TEST(OffloadUnderCap, AJobThatDoesNotFitTrainsWithOffload) {
   TrainSettings settings = tiny_gpt(8, "adamw");
   const Outcome free_run = pipeline(settings, "gpipe", 2, 1);
-  // Broadcast the cap so that every rank runs the same jobs.
-  unsigned long long cap =
-      world_rank() == 0 ? free_run.peak_bytes - free_run.peak_stash_bytes / 4 : 0;
-  MPI_Bcast(&cap, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
-  settings.memory_cap = static_cast<std::size_t>(cap);
+  const std::size_t cap = cap_that_needs_offload(free_run);
+  settings.memory_cap = cap;
   const Outcome offloaded = pipeline(settings, "gpipe", 2, 1, offload_to(OffloadTier::file));
   if (world_rank() != 0) return;
   ASSERT_TRUE(free_run.ok) << free_run.error;

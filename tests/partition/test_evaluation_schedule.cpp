@@ -11,6 +11,7 @@
 #include "partition/offload_pass.hpp"
 #include "partition/simulator.hpp"
 #include "partition/validator.hpp"
+#include "validation_test_support.hpp"
 
 namespace spw::sched {
 namespace {
@@ -41,13 +42,6 @@ std::string describe(const Case& c) {
   return c.generator + " P=" + std::to_string(c.shape.ranks) +
          " m=" + std::to_string(c.shape.microbatches) + " v=" + std::to_string(c.shape.chunks) +
          (c.shape.data_parallel ? " dp" : "");
-}
-
-std::string rejection(const Schedule& schedule) {
-  auto report = validate(schedule);
-  if (report.ok()) return "accepted:\n" + to_string(schedule);
-  EXPECT_EQ(report.status().code(), StatusCode::invalid_argument);
-  return report.status().message();
 }
 
 CostModel unit_costs() {

@@ -10,6 +10,7 @@
 
 #include "partition/generators.hpp"
 #include "partition/validator.hpp"
+#include "validation_test_support.hpp"
 
 namespace spw::sched {
 namespace {
@@ -20,13 +21,6 @@ using I = Instruction;
 //   rank 0: F0.0 SA0.0>1 F1.0 SA1.0>1 RG0.0<1 B0.0 W0.0 RG1.0<1 B1.0 W1.0 OPT
 //   rank 1: RA0.0<0 F0.0 B0.0 W0.0 SG0.0>0 RA1.0<0 F1.0 B1.0 W1.0 SG1.0>0 OPT
 Schedule two_by_two(bool data_parallel = false) { return *make_1f1b({2, 2, 1, data_parallel}); }
-
-std::string rejection(const Schedule& schedule) {
-  auto report = validate(schedule);
-  if (report.ok()) return "accepted:\n" + to_string(schedule);
-  EXPECT_EQ(report.status().code(), StatusCode::invalid_argument);
-  return report.status().message();
-}
 
 void erase(Schedule& s, int rank, const Instruction& in) {
   auto& list = s.lists[static_cast<std::size_t>(rank)];
