@@ -3,6 +3,7 @@
 #include "runtime/fashion_mnist.hpp"
 #include "runtime/synthetic_data.hpp"
 #include "runtime/text_corpus.hpp"
+#include "runtime/token_file.hpp"
 
 namespace spw {
 
@@ -47,6 +48,31 @@ class TokenSource final : public BatchSource {
   std::string part_;  // " held out", " for training" after a split, else empty
 };
 
+class TokenFileSource final : public BatchSource {
+ public:
+  TokenFileSource(TokenFile file, std::int64_t seq, std::string part)
+      : file_(std::move(file)), seq_(seq), part_(std::move(part)) {}
+
+  Status fill(std::int64_t step, std::int64_t first, std::int64_t count, std::int64_t global_batch,
+              MicrobatchBuffers& b) const override {
+    b.tokens.resize(static_cast<std::size_t>(count * seq_));
+    b.targets.resize(b.tokens.size());
+    b.features.clear();
+    file_.fill_batch(step, first, count, global_batch, seq_, b.tokens.data(), b.targets.data());
+    return Status::success();
+  }
+  std::int64_t samples_per_epoch() const override { return file_.size() / seq_; }
+  std::string describe() const override {
+    return "token file " + file_.path() + " (" + std::to_string(file_.size()) + " tokens of " +
+           std::to_string(file_.token_bytes()) + " bytes" + part_ + ")";
+  }
+
+ private:
+  TokenFile file_;
+  std::int64_t seq_;
+  std::string part_;  // " held out", " for training" after a split, else empty
+};
+
 // Another source's samples from step 2^40 on: synthetic data has no held-out set, but no run
 // takes that many steps, so these samples are never trained on.
 class FarSteps final : public BatchSource {
@@ -69,7 +95,8 @@ class FarSteps final : public BatchSource {
 
 class SyntheticTokenSource final : public BatchSource {
  public:
-  SyntheticTokenSource(std::uint64_t seed, std::int64_t seq) : tokens_(seed), seq_(seq) {}
+  SyntheticTokenSource(std::uint64_t seed, std::int32_t vocab, std::int64_t seq)
+      : tokens_(seed, vocab), seq_(seq) {}
 
   Status fill(std::int64_t step, std::int64_t first, std::int64_t count,
               std::int64_t global_batch, MicrobatchBuffers& b) const override {
@@ -142,10 +169,11 @@ namespace {
 // mlp on Fashion-MNIST.
 Status check_fits(const DataConfig& data, const ModelSpec& model) {
   const bool gpt = model.kind == "gpt";
-  if (data.source == DataKind::text && !gpt) {
+  if ((data.source == DataKind::text || data.source == DataKind::tokens) && !gpt) {
     return error(StatusCode::invalid_argument,
-                 "data.source \"text\" feeds a gpt, but model.kind is \"mlp\": use "
-                 "\"fashion-mnist\" or \"synthetic\"");
+                 "data.source \"" + std::string(to_string(data.source)) +
+                     "\" feeds a gpt, but model.kind is \"mlp\": use \"fashion-mnist\" or "
+                     "\"synthetic\"");
   }
   if (data.source == DataKind::fashion_mnist &&
       (gpt || model.dims.front() != ImageDataset::kHeight * ImageDataset::kWidth ||
@@ -167,7 +195,8 @@ std::unique_ptr<BatchSource> token_source(TextCorpus corpus, std::int64_t seq,
 Result<std::unique_ptr<BatchSource>> synthetic_source(const ModelSpec& model,
                                                       std::uint64_t seed) {
   if (model.kind == "gpt") {
-    return std::unique_ptr<BatchSource>(new SyntheticTokenSource(seed, model.gpt.seq));
+    return std::unique_ptr<BatchSource>(
+        new SyntheticTokenSource(seed, model.gpt.vocab, model.gpt.seq));
   }
   SPW_ASSIGN_OR_RETURN(SyntheticFeatures features,
                        SyntheticFeatures::create(seed, model.dims.front(),
@@ -175,14 +204,17 @@ Result<std::unique_ptr<BatchSource>> synthetic_source(const ModelSpec& model,
   return std::unique_ptr<BatchSource>(new SyntheticFeatureSource(features));
 }
 
-// The sources asked for, each file read once: a text corpus is split in memory, and
+// The sources asked for, each file read once: a text corpus is split in memory, a token file
+// mapped once for both parts, and
 // Fashion-MNIST's evaluation reads its t10k files alone.
 Result<DataSources> open_sources(const DataConfig& data, const ModelSpec& model,
                                  std::uint64_t seed, bool training, bool evaluation) {
-  if (evaluation && data.source == DataKind::text && data.holdout == 0) {
+  const bool splits = data.source == DataKind::text || data.source == DataKind::tokens;
+  if (evaluation && splits && data.holdout == 0) {
+    const std::string what = data.source == DataKind::text ? "text" : "tokens";
     return error(StatusCode::invalid_argument,
-                 "evaluating on text needs held-out text: set data.holdout (0.05 keeps the "
-                 "last 5% of the corpus out of training)");
+                 "evaluating on " + what + " needs held-out " + what +
+                     ": set data.holdout (0.05 keeps the last 5% of the corpus out of training)");
   }
   SPW_TRY(check_fits(data, model));
   DataSources out;
@@ -198,6 +230,23 @@ Result<DataSources> open_sources(const DataConfig& data, const ModelSpec& model,
       if (training && data.holdout > 0) {
         SPW_ASSIGN_OR_RETURN(TextCorpus part, corpus.training_part(data.holdout, seq));
         out.training = token_source(std::move(part), seq, " for training");
+      }
+      return out;
+    }
+    case DataKind::tokens: {
+      const std::int64_t seq = model.gpt.seq;
+      SPW_ASSIGN_OR_RETURN(TokenFile file,
+                           TokenFile::open(data.path, data.token_bytes, model.gpt.vocab, seq));
+      if (evaluation) {
+        SPW_ASSIGN_OR_RETURN(TokenFile held_out, file.held_out_part(data.holdout, seq));
+        out.evaluation = std::make_unique<TokenFileSource>(std::move(held_out), seq, " held out");
+      }
+      if (training && data.holdout == 0) {
+        out.training = std::make_unique<TokenFileSource>(std::move(file), seq, "");
+      }
+      if (training && data.holdout > 0) {
+        SPW_ASSIGN_OR_RETURN(TokenFile part, file.training_part(data.holdout, seq));
+        out.training = std::make_unique<TokenFileSource>(std::move(part), seq, " for training");
       }
       return out;
     }
@@ -227,6 +276,12 @@ Result<DataSources> open_sources(const DataConfig& data, const ModelSpec& model,
 }
 
 }  // namespace
+
+std::string describe_data(const BatchSource& training, const BatchSource* evaluation) {
+  std::string text = training.describe();
+  if (evaluation != nullptr) text += "; held out: " + evaluation->describe();
+  return text;
+}
 
 Result<std::unique_ptr<BatchSource>> open_batch_source(const DataConfig& data,
                                                        const ModelSpec& model,

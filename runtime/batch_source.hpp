@@ -60,4 +60,8 @@ struct DataSources {
 Result<DataSources> open_data_sources(const DataConfig& data, const ModelSpec& model,
                                       std::uint64_t seed, bool evaluation);
 
+// What a run reads, for its header and report: "X" or, when it evaluates, "X; held out: Y"
+// (null evaluation: none opened).
+std::string describe_data(const BatchSource& training, const BatchSource* evaluation);
+
 }  // namespace spw

@@ -25,8 +25,9 @@ namespace {
 
 constexpr Spelling<ModelKind> kModelKinds[] = {{"gpt", ModelKind::gpt}, {"mlp", ModelKind::mlp}};
 constexpr Spelling<DataKind> kDataSources[] = {{"text", DataKind::text},
-                                                 {"fashion-mnist", DataKind::fashion_mnist},
-                                                 {"synthetic", DataKind::synthetic}};
+                                               {"tokens", DataKind::tokens},
+                                               {"fashion-mnist", DataKind::fashion_mnist},
+                                               {"synthetic", DataKind::synthetic}};
 constexpr Spelling<OptimizerKind> kOptimizers[] = {{"sgd", OptimizerKind::sgd},
                                                    {"adamw", OptimizerKind::adamw}};
 constexpr Spelling<LrDecay> kLrDecays[] = {{"constant", LrDecay::constant},
@@ -258,10 +259,6 @@ Status read_model(const JobReader& r, ModelConfig& model) {
   SPW_TRY(r.read_integer("model.seq", model.seq, 1));
   SPW_TRY(r.read_integer("model.vocab", model.vocab, 1));
   SPW_TRY(r.read_number("model.ln_eps", model.ln_eps, Bound::positive));
-  if (model.vocab != 256) {
-    return r.fail("model.vocab", "'model.vocab' must be 256 (tokens are bytes), got " +
-                                     std::to_string(model.vocab));
-  }
   if (model.d_model % model.heads != 0) {
     return r.fail_at({"model.d_model", "model.heads"},
                      "'model.d_model' (" + std::to_string(model.d_model) +
@@ -271,21 +268,51 @@ Status read_model(const JobReader& r, ModelConfig& model) {
   return read_split_layers(r, model);
 }
 
-Status read_data(const JobReader& r, DataConfig& data) {
+Status read_data(const JobReader& r, const ModelConfig& model, DataConfig& data) {
   SPW_TRY(r.read_enum("data.source", kDataSources, data.source));
   SPW_TRY(r.read_string("data.path", data.path));
   if (data.path.empty() && data.source == DataKind::text) data.path = kFortunesPath;
   if (data.path.empty() && data.source == DataKind::fashion_mnist) data.path = kFashionMnistPath;
+  if (data.path.empty() && data.source == DataKind::tokens) {
+    return r.fail_at({"data.path", "data.source"},
+                     "data.source = \"tokens\" needs 'data.path': a file of token ids, 2 bytes "
+                     "each (uint16, as nanoGPT's train.bin) or 4 with data.token_bytes = 4");
+  }
+  const bool corpus = data.source == DataKind::text || data.source == DataKind::tokens;
   SPW_TRY(r.read_number("data.holdout", data.holdout, Bound::unit_interval));
-  if (data.holdout > 0 && data.source != DataKind::text) {
+  if (data.holdout > 0 && !corpus) {
     return r.fail_at({"data.holdout", "data.source"},
-                     "'data.holdout' splits a text corpus; \"" +
+                     "'data.holdout' splits a text corpus or token file; \"" +
                          std::string(spelling(kDataSources, data.source)) +
                          "\" data evaluates on " +
-                         (data.source == DataKind::fashion_mnist
-                              ? "its t10k test set"
-                              : "samples training never draws") +
+                         (data.source == DataKind::fashion_mnist ? "its t10k test set"
+                                                                 : "samples training never draws") +
                          ": remove 'data.holdout'");
+  }
+  if (r.is_set("data.token_bytes") && data.source != DataKind::tokens) {
+    return r.fail("data.token_bytes",
+                  "'data.token_bytes' applies only to data.source = \"tokens\"");
+  }
+  SPW_TRY(r.read_integer("data.token_bytes", data.token_bytes, 2));
+  if (data.token_bytes != 2 && data.token_bytes != 4) {
+    return r.fail("data.token_bytes",
+                  "'data.token_bytes' must be 2 (uint16 ids) or 4 (uint32 ids), got " +
+                      std::to_string(data.token_bytes));
+  }
+  if (model.kind == ModelKind::gpt) {
+    if (data.source == DataKind::text && model.vocab != 256) {
+      return r.fail_at({"model.vocab", "data.source"},
+                       "data.source = \"text\" gives a token a byte, so 'model.vocab' must be "
+                       "256, got " +
+                           std::to_string(model.vocab) +
+                           ": tokenize the corpus into a token file (data.source = \"tokens\") for "
+                           "another vocabulary");
+    }
+    if (data.source == DataKind::tokens && data.token_bytes == 2 && model.vocab > 65536) {
+      return r.fail_at({"model.vocab", "data.token_bytes"},
+                       "'model.vocab' " + std::to_string(model.vocab) +
+                           " has ids that 2-byte tokens cannot hold: set data.token_bytes = 4");
+    }
   }
   return Status::success();
 }
@@ -293,11 +320,13 @@ Status read_data(const JobReader& r, DataConfig& data) {
 Status read_eval(const JobReader& r, const DataConfig& data, EvalConfig& eval) {
   SPW_TRY(r.read_integer("eval.every", eval.every, 0));
   SPW_TRY(r.read_integer("eval.batches", eval.batches, 1));
-  if (eval.every > 0 && data.source == DataKind::text && data.holdout == 0) {
+  const bool corpus = data.source == DataKind::text || data.source == DataKind::tokens;
+  if (eval.every > 0 && corpus && data.holdout == 0) {
     return r.fail_at({"eval.every", "data.holdout"},
-                     "'eval.every' evaluates on held-out text, but 'data.holdout' is 0: set it "
-                     "to the fraction of the corpus to keep out of training (0.05 keeps the "
-                     "last 5%)");
+                     std::string("'eval.every' evaluates on held-out ") +
+                         (data.source == DataKind::text ? "text" : "tokens") +
+                         ", but 'data.holdout' is 0: set it to the fraction of the corpus to "
+                         "keep out of training (0.05 keeps the last 5%)");
   }
   return Status::success();
 }
@@ -518,7 +547,7 @@ Result<JobConfig> parse_job(std::string_view text, const std::string& source_nam
   SPW_TRY(check_known_keys(doc, reader));
   JobConfig config;
   SPW_TRY(read_model(reader, config.model));
-  SPW_TRY(read_data(reader, config.data));
+  SPW_TRY(read_data(reader, config.model, config.data));
   SPW_TRY(read_train(reader, config.train));
   SPW_TRY(read_eval(reader, config.data, config.eval));
   SPW_TRY(read_parallel(reader, config.parallel));

@@ -20,7 +20,7 @@
 namespace spw {
 
 enum class ModelKind { gpt, mlp };
-enum class DataKind { text, fashion_mnist, synthetic };
+enum class DataKind { text, tokens, fashion_mnist, synthetic };
 enum class OptimizerKind { sgd, adamw };
 enum class ScheduleKind { gpipe, one_f_one_b, interleaved, zb_h1 };
 // `auto` is a keyword, hence `automatic` for the job file's "auto".
@@ -46,7 +46,9 @@ struct ModelConfig {
   int d_model = 256;
   int heads = 8;
   int seq = 128;
-  int vocab = 256;  // byte-level tokens; anything else is rejected
+  // Token ids run from 0 to vocab - 1: 256 for text (a token a byte), whatever the tokenizer
+  // gave for a token file.
+  int vocab = 256;
   double ln_eps = 1e-5;
   // [layer, front heads] pairs, by layer: each such layer becomes two blocks, LN1 with its
   // first heads, then the rest, so that a stage boundary can fall between them.
@@ -64,17 +66,19 @@ struct DataConfig {
   // Filled in with the source's Debian package location when the job leaves it empty
   // (empty stays empty for synthetic data).
   std::string path;
-  // Text only: the fraction of the corpus, from its end, kept out of training for evaluation
-  // (eval.every); 0 trains on all of it.
+  // Text and token files: the fraction of the corpus, from its end, kept out of training for
+  // evaluation (eval.every); 0 trains on all of it.
   double holdout = 0.0;
+  // Token files only: bytes an id, 2 (uint16, as nanoGPT's train.bin) or 4 (uint32).
+  int token_bytes = 2;
   bool operator==(const DataConfig&) const = default;
 };
 
 // The loss on data training never sees, every `every` steps and after the last step: the
-// held-out end of a text corpus (data.holdout), Fashion-MNIST's t10k, or for synthetic data
-// samples of steps no run reaches. Each evaluation runs `batches` batches of train.batch
-// samples, the same ones every time, so evaluations of one run (or of two runs on the same
-// data) compare.
+// held-out end of a text corpus or token file (data.holdout), Fashion-MNIST's t10k, or for
+// synthetic data samples of steps no run reaches. Each evaluation runs `batches` batches of
+// train.batch samples, the same ones every time, so evaluations of one run (or of two runs on the
+// same data) compare.
 struct EvalConfig {
   std::int64_t every = 0;  // 0: never
   int batches = 4;

@@ -32,6 +32,7 @@ nlohmann::json to_json(const JobConfig& config) {
   out["data"] = {{"source", std::string(to_string(config.data.source))},
                  {"path", config.data.path},
                  {"holdout", config.data.holdout}};
+  if (config.data.source == DataKind::tokens) out["data"]["token_bytes"] = config.data.token_bytes;
   out["eval"] = {{"every", config.eval.every}, {"batches", config.eval.batches}};
 
   const TrainConfig& train = config.train;

@@ -60,6 +60,7 @@ Result<RunEnd> train_opened_job(const JobConfig& job, const TrainCommand& comman
                 settings.train.model.kind.c_str(), executor->model_parameter_count(),
                 layout.world_size(), layout.describe().c_str(), threads.threads,
                 static_cast<long long>(total), job.output.dir.c_str());
+    std::printf("spillway: data: %s\n", executor->data_description().c_str());
     std::fputs(describe_kernel_choice(threads.blas).c_str(), stdout);
     std::fflush(stdout);
   }
@@ -67,6 +68,7 @@ Result<RunEnd> train_opened_job(const JobConfig& job, const TrainCommand& comman
   const nlohmann::json config_json = to_json(job);
   RunRecord record;
   record.config = config_json;
+  record.data = executor->data_description();
   record.item_name = item_name;
   record.parameters = executor->model_parameter_count();
   record.threads = threads.threads;

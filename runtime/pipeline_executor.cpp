@@ -631,6 +631,10 @@ Status PipelineExecutor::run_program(const Program& program, const char* pass,
   return finish_sends();
 }
 
+std::string PipelineExecutor::data_description() const {
+  return describe_data(*data_, evaluation_data_.get());
+}
+
 Status PipelineExecutor::open_evaluation_data() {
   // Opening is agreed, so every rank holds the data or none does.
   if (evaluation_data_) return Status::success();

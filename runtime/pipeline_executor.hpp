@@ -129,6 +129,8 @@ class PipelineExecutor {
   Status open_evaluation_data();
 
   std::int64_t steps_done() const { return step_; }
+  // The data it trains and evaluates on (describe_data): the same on every rank.
+  std::string data_description() const;
   std::int64_t total_steps() const { return total_steps_; }
   const PipelineSettings& settings() const { return settings_; }
   const PipelineLayout& layout() const { return settings_.layout; }

@@ -54,6 +54,7 @@ nlohmann::json make_report(const RunRecord& run, double items_per_step,
   }
   nlohmann::json report;
   report["config"] = run.config;
+  report["data"] = run.data;
   report["ranks"] = run.ranks;
   report["threads"] = run.threads;
   report["blas"] = {{"kernels", run.blas.kernels},

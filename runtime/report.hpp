@@ -15,6 +15,7 @@ namespace spw {
 
 struct RunRecord {
   nlohmann::json config;
+  std::string data;                  // what it read (describe_data)
   std::string item_name;             // "tokens" or "samples"
   std::vector<double> loss;          // one per step
   std::vector<double> step_seconds;  // one per step

@@ -39,6 +39,12 @@ Result<std::string> sample_text(Trainer& trainer, const SampleSettings& settings
                  "sampling continues text, which needs a gpt; this job's model.kind is \"" +
                      model.kind + "\"");
   }
+  if (model.gpt.vocab != 256) {
+    return error(StatusCode::unsupported,
+                 "sampling writes a byte a token, but this model has model.vocab " +
+                     std::to_string(model.gpt.vocab) +
+                     ": only byte-level models (vocab 256, data.source \"text\") can be sampled");
+  }
   if (settings.prompt.empty()) {
     return error(StatusCode::invalid_argument, "the prompt is empty: give at least one byte");
   }

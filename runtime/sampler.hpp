@@ -24,7 +24,7 @@ struct SampleSettings {
 
 // The continuation alone (settings.bytes bytes). invalid_argument naming the setting when
 // the prompt is empty, bytes < 1, the temperature is negative or not finite, or top_k is
-// outside [0, 256]; unsupported when the trainer's model is not a gpt.
+// outside [0, 256]; unsupported when the trainer's model is not a byte-level gpt (vocab 256).
 Result<std::string> sample_text(Trainer& trainer, const SampleSettings& settings);
 
 // One draw from the softmax of logits[0, count) / temperature, among the top_k largest

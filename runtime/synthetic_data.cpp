@@ -43,8 +43,9 @@ void SyntheticTokens::fill_batch(std::int64_t step, std::int64_t first_sample, s
     std::int32_t* row_tokens = tokens + row * seq;
     std::int32_t* row_targets = targets + row * seq;
     for (std::int64_t j = 0; j <= seq; ++j) {
-      // The top byte: uniform over [0, 256) because mix() is a bijection of uniform input.
-      const auto token = static_cast<std::int32_t>(element(key, j) >> 56);
+      // Multiply-shift of the top 32 bits, uniform over [0, vocab) because mix() is a
+      // bijection of uniform input; for vocab 256 it is the top byte.
+      const auto token = static_cast<std::int32_t>(((element(key, j) >> 32) * vocab_) >> 32);
       if (j < seq) row_tokens[j] = token;
       if (j > 0) row_targets[j - 1] = token;
     }

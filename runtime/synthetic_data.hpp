@@ -11,12 +11,10 @@
 
 namespace spw {
 
-// Byte-level GPT batches: tokens uniform in [0, 256).
+// GPT batches: tokens uniform in [0, vocab).
 class SyntheticTokens {
  public:
-  static constexpr std::int32_t kVocab = 256;
-
-  explicit SyntheticTokens(std::uint64_t seed) : seed_(seed) {}
+  SyntheticTokens(std::uint64_t seed, std::int32_t vocab) : seed_(seed), vocab_(vocab) {}
 
   // Samples first_sample .. first_sample + count - 1 of `step`, row-major [count, seq]. Each
   // sample is a run of seq + 1 tokens; inputs are its first seq and targets its last seq, the
@@ -28,6 +26,7 @@ class SyntheticTokens {
 
  private:
   std::uint64_t seed_;
+  std::uint64_t vocab_;
 };
 
 // mlp batches: features drawn from N(0, 1) (Box-Muller), labels uniform in [0, classes).

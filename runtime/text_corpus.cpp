@@ -8,13 +8,12 @@
 #include <system_error>
 #include <utility>
 
+#include "runtime/sample_window.hpp"
+
 namespace spw {
 namespace {
 
 namespace fs = std::filesystem;
-
-// -Wpedantic objects to __int128 by name; __extension__ marks the use as deliberate.
-__extension__ using Wide = unsigned __int128;
 
 constexpr const char* kHowToFix = "install the Debian package fortunes or set data.path";
 // The fortunes package's binary index files, which are not text.
@@ -116,26 +115,11 @@ TextCorpus TextCorpus::from_bytes(std::vector<std::uint8_t> bytes, std::string o
 }
 
 Result<TextCorpus> TextCorpus::part(double holdout, std::int64_t seq, bool held_out) const {
-  if (!(holdout > 0 && holdout < 1)) {
-    return error(StatusCode::invalid_argument,
-                 "data.holdout must lie strictly between 0 and 1 to split text corpus " + path_);
-  }
-  const auto held = static_cast<std::int64_t>(static_cast<double>(size()) * holdout);
-  const std::int64_t cut = size() - held;
-  const std::int64_t part_size = held_out ? held : cut;
-  if (part_size < 2 || part_size - 2 < seq) {
-    const std::string which = held_out ? "evaluation" : "training";
-    char fraction[32];
-    std::snprintf(fraction, sizeof fraction, "%g", holdout);
-    return error(StatusCode::invalid_argument,
-                 "data.holdout = " + std::string(fraction) + " leaves " +
-                     std::to_string(part_size) + " of the " + std::to_string(size()) +
-                     " bytes of text corpus " + path_ + " for " + which + ", fewer than " +
-                     "model.seq + 2 = " + std::to_string(seq + 2) + ": " +
-                     (held_out ? "raise" : "lower") + " data.holdout");
-  }
-  const auto begin = bytes_.begin() + (held_out ? cut : 0);
-  TextCorpus corpus = from_bytes(std::vector<std::uint8_t>(begin, begin + part_size), path_);
+  SPW_ASSIGN_OR_RETURN(const StreamPart range,
+                       holdout_part(size(), holdout, seq, held_out, "text corpus " + path_,
+                                    "bytes"));
+  const auto begin = bytes_.begin() + range.first;
+  TextCorpus corpus = from_bytes(std::vector<std::uint8_t>(begin, begin + range.count), path_);
   corpus.file_count_ = file_count_;
   return corpus;
 }
@@ -165,16 +149,7 @@ Status TextCorpus::check_sequence(std::int64_t seq) const {
 
 std::int64_t TextCorpus::sample_offset(std::int64_t step, std::int64_t sample,
                                        std::int64_t global_batch, std::int64_t seq) const {
-  if (seq < 1 || size() < 2 || size() - 2 < seq) return 0;
-  const auto modulus = static_cast<std::uint64_t>(size() - seq - 1);
-  // (a * b) mod m == ((a mod m) * (b mod m)) mod m; every residue is below 2^63, so each
-  // product fits in 128 bits and the result equals the formula over unbounded integers.
-  const auto residue = [modulus](std::int64_t v) {
-    return static_cast<std::uint64_t>(v) % modulus;
-  };
-  const Wide index = (Wide{residue(step)} * residue(global_batch) + residue(sample)) % modulus;
-  const Wide stride = (Wide{7919} * static_cast<std::uint64_t>(seq)) % modulus;
-  return static_cast<std::int64_t>((index * stride) % modulus);
+  return sample_window_start(size(), step, sample, global_batch, seq);
 }
 
 void TextCorpus::fill_batch(std::int64_t step, std::int64_t first_sample, std::int64_t count,

@@ -35,11 +35,7 @@ class TextCorpus {
   // that leaves one window start. fill_batch() requires this to have passed for its seq.
   Status check_sequence(std::int64_t seq) const;
 
-  // Start of sample `sample` of step `step`:
-  //   o = ((step * global_batch + sample) * 7919 * seq) mod (size - seq - 1).
-  // 7919 is prime, so consecutive samples stride across the corpus instead of overlapping.
-  // Evaluated exactly for all non-negative arguments (residues multiplied in 128 bits), so very
-  // long runs never wrap around to a different sequence than the formula says.
+  // Start of sample `sample` of step `step`: sample_window_start() over the corpus's bytes.
   std::int64_t sample_offset(std::int64_t step, std::int64_t sample, std::int64_t global_batch,
                              std::int64_t seq) const;
 

@@ -103,11 +103,13 @@ Result<RunEnd> run_single_rank(const JobConfig& job, const TrainCommand& command
   std::printf("spillway: %s, %zu parameters, %d thread(s), %lld steps, output in %s\n",
               settings.model.kind.c_str(), trainer->model().parameter_count(),
               thread_setup.threads, static_cast<long long>(total), job.output.dir.c_str());
+  std::printf("spillway: data: %s\n", trainer->data_description().c_str());
   std::fputs(describe_kernel_choice(thread_setup.blas).c_str(), stdout);
   std::fflush(stdout);
 
   RunRecord record;
   record.config = config_json;
+  record.data = trainer->data_description();
   record.item_name = trainer->item_name();
   record.parameters = trainer->model().parameter_count();
   record.threads = thread_setup.threads;

@@ -154,6 +154,10 @@ Result<double> Trainer::test_accuracy() {
   return static_cast<double>(correct) / static_cast<double>(rows);
 }
 
+std::string Trainer::data_description() const {
+  return describe_data(*data_, evaluation_data_.get());
+}
+
 Result<double> Trainer::evaluate(int batches) {
   if (batches < 1) {
     return error(StatusCode::invalid_argument,

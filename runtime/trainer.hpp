@@ -82,6 +82,8 @@ class Trainer {
   // valid class ids. unsupported for a model whose loss block keeps no scores.
   Result<const Tensor*> logits(const MicrobatchData& mb);
   Status save_checkpoint(const std::string& path, const std::string& config_json);
+  // The data it trains and evaluates on (describe_data).
+  std::string data_description() const;
   const char* item_name() const { return settings_.model.kind == "gpt" ? "tokens" : "samples"; }
 
  private:

@@ -460,4 +460,36 @@ check "a holdout too small for one window exits non-zero before training" test $
 check "naming data.holdout" grep -q "data.holdout = 1e-09 leaves 0 of the [0-9]* bytes of text corpus /usr/share/games/fortunes for evaluation, fewer than model.seq + 2 = 18: raise data.holdout" "$work/small-holdout.txt"
 check "before any step" test "$(grep -c '^step ' "$work/small-holdout.txt")" -eq 0
 
+# A token file with a vocabulary beyond bytes (2-byte ids below 1000), its last 10% held out:
+# the pipeline computes the single-rank trainer's losses and evaluations.
+python3 - "$work/ids.bin" <<'PY'
+import struct, sys
+cycle = [(i * 619 + 13) % 1000 for i in range(40)]
+open(sys.argv[1], "wb").write(struct.pack("<4000H", *(cycle[i % 40] for i in range(4000))))
+PY
+token_args=(--set 'data.source="tokens"' --set "data.path=\"$work/ids.bin\"" --set model.vocab=1000
+  --set data.holdout=0.1 --set eval.every=2 --set eval.batches=2)
+run2 "$work/tokens.txt" "$work/tiny.toml" --set "output.dir=$work/tokens" "${token_args[@]}"
+check "a pipeline trains on a token file" test $? -eq 0
+check "its header names the file and both parts" grep -q "^spillway: data: token file $work/ids.bin (3600 tokens of 2 bytes for training); held out: token file $work/ids.bin (400 tokens of 2 bytes held out)$" "$work/tokens.txt"
+OMP_NUM_THREADS=1 timeout 120 "$spillway" train "$work/tiny.toml" --set parallel.stages=1 \
+  --set "output.dir=$work/tokens1" "${token_args[@]}" > "$work/tokens1.txt" 2>&1
+check "so does one rank" test $? -eq 0
+check "to the same losses and held-out losses" \
+  python3 - "$work/tokens/report.json" "$work/tokens1/report.json" <<'PY'
+import json, sys
+two, one = (json.load(open(f)) for f in sys.argv[1:])
+ok = (len(two["loss"]) == 5 and two["loss"] == one["loss"] and len(two["eval"]) == 3
+      and [e["loss"] for e in two["eval"]] == [e["loss"] for e in one["eval"]]
+      and two["config"]["data"]["token_bytes"] == 2 and two["config"]["model"]["vocab"] == 1000
+      and two["data"] == one["data"] and two["data"].endswith("(400 tokens of 2 bytes held out)"))
+sys.exit(0 if ok else 1)
+PY
+run2 "$work/tokens-bad.txt" "$work/tiny.toml" --set "output.dir=$work/tokens-bad" \
+  "${token_args[@]}" --set model.vocab=900
+check "ids beyond model.vocab exit non-zero before training" test $? -ne 0
+check "naming the first such id" grep -q \
+  "token file $work/ids.bin: token 9[0-9][0-9] at index [0-9]* is not below model.vocab = 900: raise model.vocab" \
+  "$work/tokens-bad.txt"
+
 finish

@@ -11,6 +11,7 @@
 
 #include "offload/file_rate.hpp"
 #include "offload/file_tier.hpp"
+#include "temp_dir.hpp"
 
 namespace spw::offload {
 namespace {
@@ -18,22 +19,6 @@ namespace {
 namespace fs = std::filesystem;
 
 // A fresh directory under the system's temporary one, removed after the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "spw-file-rate-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) != nullptr) path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    if (!path_.empty()) fs::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 bool positive_and_finite(double x) { return x > 0 && std::isfinite(x); }
 
 // bytes_per_s comes from the same repeat as the other two, so it is their harmonic mean.
@@ -46,16 +31,16 @@ void expect_consistent(const FileRate& rate) {
 }
 
 TEST(FileRate, RoundTripsInATemporaryDirectory) {
-  TempDir dir;
-  ASSERT_FALSE(dir.path().empty());
-  auto rate = measure_file_rate(dir.path(), std::size_t{4} << 20, 3);
+  TempDir dir("spw-file-rate");
+  ASSERT_FALSE(dir.dir().empty());
+  auto rate = measure_file_rate(dir.dir(), std::size_t{4} << 20, 3);
   ASSERT_TRUE(rate.ok()) << rate.status().message();
   expect_consistent(*rate);
-  EXPECT_EQ(rate->directory, dir.path());
-  auto tier = FileTier::create(dir.path());
+  EXPECT_EQ(rate->directory, dir.dir());
+  auto tier = FileTier::create(dir.dir());
   ASSERT_TRUE(tier.ok()) << tier.status().message();
   EXPECT_EQ(rate->direct_io, (*tier)->direct_io());
-  EXPECT_TRUE(fs::is_empty(dir.path()));  // the tier's files have no name and are gone
+  EXPECT_TRUE(fs::is_empty(dir.dir()));  // the tier's files have no name and are gone
 }
 
 TEST(FileRate, AnEvenCountAndAnUnalignedSizeInTheDefaultDirectory) {

@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "temp_dir.hpp"
+
 namespace spw {
 namespace {
 
@@ -25,23 +27,6 @@ using Bytes = std::vector<std::uint8_t>;
 constexpr int kPixels = 28 * 28;
 constexpr const char* kHowToFix =
     "install the Debian package dataset-fashion-mnist or set data.path";
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::path(testing::TempDir()) / "spw-fmnist-XXXXXX").string();
-    path_ = mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  std::string dir() const { return path_.string(); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
 
 void put_u32(Bytes& out, std::uint32_t v) {
   for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<std::uint8_t>(v >> shift));
@@ -97,7 +82,7 @@ Status load_error(const TempDir& dir) {
 }
 
 TEST(FashionMnist, ReadsATinyFixtureExactly) {
-  TempDir dir;
+  TempDir dir("spw-fmnist");
   write_valid(dir);
   Result<ImageDataset> set = load_fashion_mnist(dir.dir(), true);
   ASSERT_TRUE(set.ok()) << set.status().message();
@@ -114,7 +99,7 @@ TEST(FashionMnist, ReadsATinyFixtureExactly) {
 }
 
 TEST(FashionMnist, TestSplitReadsTheT10kFiles) {
-  TempDir dir;
+  TempDir dir("spw-fmnist");
   write_valid(dir, "t10k");
   EXPECT_TRUE(load_fashion_mnist(dir.dir(), false).ok());
   const Status missing_train = load_error(dir);
@@ -122,7 +107,7 @@ TEST(FashionMnist, TestSplitReadsTheT10kFiles) {
 }
 
 TEST(FashionMnist, MissingFileIsNotFoundAndSaysHowToFix) {
-  TempDir dir;
+  TempDir dir("spw-fmnist");
   const std::string images = dir.file("train-images-idx3-ubyte.gz");
   const Status status = load_error(dir);
   EXPECT_EQ(status.code(), StatusCode::not_found);
@@ -137,7 +122,7 @@ TEST(FashionMnist, MissingFileIsNotFoundAndSaysHowToFix) {
 }
 
 TEST(FashionMnist, BadMagicNumbersAreNamed) {
-  TempDir dir;
+  TempDir dir("spw-fmnist");
   write_valid(dir);
   const std::string images = dir.file("train-images-idx3-ubyte.gz");
   write_gz(images, idx_images(3, 28, 28, pixel_pattern(3), 2049));
@@ -155,7 +140,7 @@ TEST(FashionMnist, BadMagicNumbersAreNamed) {
 }
 
 TEST(FashionMnist, ImagesOtherThan28x28AreRejected) {
-  TempDir dir;
+  TempDir dir("spw-fmnist");
   write_valid(dir);
   const std::string images = dir.file("train-images-idx3-ubyte.gz");
   write_gz(images, idx_images(1, 28, 27, Bytes(28 * 27)));
@@ -164,7 +149,7 @@ TEST(FashionMnist, ImagesOtherThan28x28AreRejected) {
 }
 
 TEST(FashionMnist, TruncatedFilesAreNamed) {
-  TempDir dir;
+  TempDir dir("spw-fmnist");
   write_valid(dir);
   const std::string images = dir.file("train-images-idx3-ubyte.gz");
   write_gz(images, idx_images(3, 28, 28, pixel_pattern(2)));
@@ -186,7 +171,7 @@ TEST(FashionMnist, TruncatedFilesAreNamed) {
 }
 
 TEST(FashionMnist, CutGzipStreamIsAnIoError) {
-  TempDir dir;
+  TempDir dir("spw-fmnist");
   write_valid(dir);
   const std::string images = dir.file("train-images-idx3-ubyte.gz");
   Bytes compressed;
@@ -206,7 +191,7 @@ TEST(FashionMnist, CutGzipStreamIsAnIoError) {
 }
 
 TEST(FashionMnist, ImageAndLabelCountsMustMatch) {
-  TempDir dir;
+  TempDir dir("spw-fmnist");
   write_valid(dir);
   const std::string labels = dir.file("train-labels-idx1-ubyte.gz");
   write_gz(labels, idx_labels(2, {9, 0}));
@@ -217,7 +202,7 @@ TEST(FashionMnist, ImageAndLabelCountsMustMatch) {
 }
 
 TEST(FashionMnist, LabelsOutsideTheTenClassesAreRejected) {
-  TempDir dir;
+  TempDir dir("spw-fmnist");
   write_valid(dir);
   const std::string labels = dir.file("train-labels-idx1-ubyte.gz");
   write_gz(labels, idx_labels(3, {9, 10, 4}));
@@ -226,7 +211,7 @@ TEST(FashionMnist, LabelsOutsideTheTenClassesAreRejected) {
 }
 
 TEST(FashionMnist, DataBeyondTheHeaderCountIsRejected) {
-  TempDir dir;
+  TempDir dir("spw-fmnist");
   write_valid(dir);
   const std::string labels = dir.file("train-labels-idx1-ubyte.gz");
   write_gz(labels, idx_labels(3, {9, 0, 4, 1}));
@@ -236,7 +221,7 @@ TEST(FashionMnist, DataBeyondTheHeaderCountIsRejected) {
 }
 
 TEST(FashionMnist, BatchesRunInFileOrderAndWrapIntoTheNextEpoch) {
-  TempDir dir;
+  TempDir dir("spw-fmnist");
   write_valid(dir);
   Result<ImageDataset> set = load_fashion_mnist(dir.dir(), true);
   ASSERT_TRUE(set.ok()) << set.status().message();
@@ -261,7 +246,7 @@ TEST(FashionMnist, BatchesRunInFileOrderAndWrapIntoTheNextEpoch) {
 }
 
 TEST(FashionMnist, SlicesOfABatchEqualTheWholeBatch) {
-  TempDir dir;
+  TempDir dir("spw-fmnist");
   write_valid(dir);
   Result<ImageDataset> set = load_fashion_mnist(dir.dir(), true);
   ASSERT_TRUE(set.ok()) << set.status().message();

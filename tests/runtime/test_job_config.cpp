@@ -401,8 +401,8 @@ TEST(JobConfigEnums, ListAllowedValues) {
             "job.toml:4: 'parallel.schedule' must be one of \"gpipe\", \"1f1b\", \"interleaved\" "
             "or \"zb-h1\", got \"pipedream\"");
   EXPECT_EQ(error_of(kTrain + "[data]\nsource = 3\n"),
-            "job.toml:4: 'data.source' must be one of \"text\", \"fashion-mnist\" or "
-            "\"synthetic\", got integer");
+            "job.toml:4: 'data.source' must be one of \"text\", \"tokens\", \"fashion-mnist\" "
+            "or \"synthetic\", got integer");
   EXPECT_EQ(error_of("[train]\nsteps = 1\noptimizer = \"adam\"\n"),
             "job.toml:3: 'train.optimizer' must be one of \"sgd\" or \"adamw\", got \"adam\"");
   EXPECT_EQ(error_of("[train]\nsteps = 1\nlr_decay = \"step\"\n"),
@@ -478,7 +478,11 @@ TEST(JobConfigRanges, Model) {
   EXPECT_EQ(error_of("[model]\nseq = 64\nheads = 7\n" + kTrain),
             "job.toml:3: 'model.d_model' (256) must be divisible by 'model.heads' (7)");
   EXPECT_EQ(error_of("[model]\nvocab = 512\n" + kTrain),
-            "job.toml:2: 'model.vocab' must be 256 (tokens are bytes), got 512");
+            "job.toml:2: data.source = \"text\" gives a token a byte, so 'model.vocab' must be "
+            "256, got 512: tokenize the corpus into a token file (data.source = \"tokens\") for "
+            "another vocabulary");
+  EXPECT_EQ(error_of("[model]\nvocab = 0\n" + kTrain),
+            "job.toml:2: 'model.vocab' must be at least 1, got 0");
   EXPECT_EQ(error_of("[model]\nln_eps = 0.0\n" + kTrain),
             "job.toml:2: 'model.ln_eps' must be greater than 0, got 0");
 }
@@ -896,11 +900,11 @@ TEST(JobConfigEval, HeldOutTextAndTheEvaluationsAgree) {
             "job.toml:2: 'data.holdout' must be in [0, 1), got -0.1");
   EXPECT_EQ(error_of("[data]\nsource = \"fashion-mnist\"\nholdout = 0.1\n[model]\nkind = "
                      "\"mlp\"\ndims = [784, 10]\n[train]\nsteps = 10\n"),
-            "job.toml:3: 'data.holdout' splits a text corpus; \"fashion-mnist\" data evaluates "
-            "on its t10k test set: remove 'data.holdout'");
+            "job.toml:3: 'data.holdout' splits a text corpus or token file; \"fashion-mnist\" "
+            "data evaluates on its t10k test set: remove 'data.holdout'");
   EXPECT_EQ(error_of("[data]\nsource = \"synthetic\"\nholdout = 0.1\n[train]\nsteps = 10\n"),
-            "job.toml:3: 'data.holdout' splits a text corpus; \"synthetic\" data evaluates on "
-            "samples training never draws: remove 'data.holdout'");
+            "job.toml:3: 'data.holdout' splits a text corpus or token file; \"synthetic\" data "
+            "evaluates on samples training never draws: remove 'data.holdout'");
   EXPECT_EQ(error_of("[train]\nsteps = 10\n[eval]\nbatches = 0\n"),
             "job.toml:4: 'eval.batches' must be at least 1, got 0");
   EXPECT_EQ(error_of("[train]\nsteps = 10\n[eval]\nevery = -1\n"),
@@ -915,6 +919,53 @@ TEST(JobConfigEval, HeldOutTextAndTheEvaluationsAgree) {
   EXPECT_EQ(text->eval.batches, 2);
   EXPECT_EQ(to_json(*text)["eval"], (nlohmann::json{{"every", 5}, {"batches", 2}}));
   EXPECT_EQ(to_json(*text)["data"]["holdout"], 0.05);
+}
+
+TEST(JobConfigTokens, ATokenFileTakesAnyVocabularyItsIdsFit) {
+  const std::string tokens =
+      "[model]\nvocab = 50257\n[data]\nsource = \"tokens\"\n"
+      "path = \"/srv/train.bin\"\n" +
+      kTrain;
+  auto config = parse(tokens);
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->model.vocab, 50257);
+  EXPECT_EQ(config->data.source, DataKind::tokens);
+  EXPECT_EQ(config->data.token_bytes, 2);
+  EXPECT_EQ(
+      to_json(*config)["data"],
+      (nlohmann::json{
+          {"source", "tokens"}, {"path", "/srv/train.bin"}, {"holdout", 0.0}, {"token_bytes", 2}}));
+  // Text leaves token_bytes out of the report: it has no meaning there.
+  auto text = parse(kTrain);
+  ASSERT_TRUE(text.ok()) << text.status().message();
+  EXPECT_FALSE(to_json(*text)["data"].contains("token_bytes"));
+  // Wider ids, a holdout and evaluations on it.
+  auto wide = parse(
+      tokens, {"model.vocab=100000", "data.token_bytes=4", "data.holdout=0.1", "eval.every=5"});
+  ASSERT_TRUE(wide.ok()) << wide.status().message();
+  EXPECT_EQ(wide->data.token_bytes, 4);
+  EXPECT_EQ(wide->data.holdout, 0.1);
+  EXPECT_EQ(to_string(DataKind::tokens), "tokens");
+}
+
+TEST(JobConfigTokens, MistakesNameTheKeyToChange) {
+  EXPECT_EQ(error_of("[data]\nsource = \"tokens\"\n" + kTrain),
+            "job.toml:2: data.source = \"tokens\" needs 'data.path': a file of token ids, 2 "
+            "bytes each (uint16, as nanoGPT's train.bin) or 4 with data.token_bytes = 4");
+  const std::string tokens = "[data]\nsource = \"tokens\"\npath = \"t.bin\"\n" + kTrain;
+  EXPECT_EQ(error_of(tokens, {"data.token_bytes=3"}),
+            "--set data.token_bytes=3: 'data.token_bytes' must be 2 (uint16 ids) or 4 (uint32 "
+            "ids), got 3");
+  EXPECT_EQ(error_of(tokens, {"model.vocab=65537"}),
+            "--set model.vocab=65537: 'model.vocab' 65537 has ids that 2-byte tokens cannot "
+            "hold: set data.token_bytes = 4");
+  EXPECT_TRUE(parse(tokens, {"model.vocab=65536"}).ok());
+  EXPECT_EQ(error_of(tokens, {"eval.every=5"}),
+            "--set eval.every=5: 'eval.every' evaluates on held-out tokens, but 'data.holdout' "
+            "is 0: set it to the fraction of the corpus to keep out of training (0.05 keeps the "
+            "last 5%)");
+  EXPECT_EQ(error_of(kTrain + "[data]\ntoken_bytes = 4\n"),
+            "job.toml:4: 'data.token_bytes' applies only to data.source = \"tokens\"");
 }
 
 TEST(JobConfigEval, KeepingTheBestNeedsEvaluations) {

@@ -125,6 +125,16 @@ TEST_F(SampleFromATrainedModel, TheSameSeedGivesTheSameTextAndBadSettingsAreName
   auto mlp = Trainer::create(settings("mlp"));
   ASSERT_TRUE(mlp.ok()) << mlp.status().message();
   EXPECT_EQ(sample_text(**mlp, s).status().code(), StatusCode::unsupported);
+
+  // A vocabulary beyond bytes (a token file's) has no byte to write for most ids.
+  TrainSettings wide = settings();
+  wide.data.source = DataKind::synthetic;
+  wide.model.gpt.vocab = 1000;
+  auto wide_trainer = Trainer::create(wide);
+  ASSERT_TRUE(wide_trainer.ok()) << wide_trainer.status().message();
+  EXPECT_EQ(sample_text(**wide_trainer, s).status().message(),
+            "sampling writes a byte a token, but this model has model.vocab 1000: only "
+            "byte-level models (vocab 256, data.source \"text\") can be sampled");
 }
 
 }  // namespace

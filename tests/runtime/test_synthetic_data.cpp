@@ -33,15 +33,17 @@ TokenBatch tokens_for(const SyntheticTokens& data, std::int64_t step, std::int64
 }
 
 TEST(SyntheticTokens, SameSeedStepAndSampleGiveTheSameTokens) {
-  const SyntheticTokens data(1234);
+  const SyntheticTokens data(1234, 256);
   const Slices whole = {{0, 8}};
-  EXPECT_EQ(tokens_for(data, 3, 8, 32, whole), tokens_for(SyntheticTokens(1234), 3, 8, 32, whole));
+  EXPECT_EQ(tokens_for(data, 3, 8, 32, whole),
+            tokens_for(SyntheticTokens(1234, 256), 3, 8, 32, whole));
   EXPECT_NE(tokens_for(data, 3, 8, 32, whole), tokens_for(data, 4, 8, 32, whole));
-  EXPECT_NE(tokens_for(data, 3, 8, 32, whole), tokens_for(SyntheticTokens(1235), 3, 8, 32, whole));
+  EXPECT_NE(tokens_for(data, 3, 8, 32, whole),
+            tokens_for(SyntheticTokens(1235, 256), 3, 8, 32, whole));
 }
 
 TEST(SyntheticTokens, SlicesOfABatchEqualTheWholeBatch) {
-  const SyntheticTokens data(42);
+  const SyntheticTokens data(42, 256);
   EXPECT_EQ(tokens_for(data, 11, 12, 16, {{0, 12}}),
             tokens_for(data, 11, 12, 16, {{0, 5}, {5, 1}, {6, 6}}));
   // A sample does not depend on the batch it sits in: sample 5 alone equals row 5.
@@ -52,7 +54,7 @@ TEST(SyntheticTokens, SlicesOfABatchEqualTheWholeBatch) {
 }
 
 TEST(SyntheticTokens, TargetsAreTheInputsShiftedByOne) {
-  const TokenBatch batch = tokens_for(SyntheticTokens(7), 0, 4, 64, {{0, 4}});
+  const TokenBatch batch = tokens_for(SyntheticTokens(7, 256), 0, 4, 64, {{0, 4}});
   for (std::size_t row = 0; row < 4; ++row) {
     for (std::size_t t = 0; t + 1 < 64; ++t) {
       ASSERT_EQ(batch.targets[row * 64 + t], batch.tokens[row * 64 + t + 1]);
@@ -61,7 +63,7 @@ TEST(SyntheticTokens, TargetsAreTheInputsShiftedByOne) {
 }
 
 TEST(SyntheticTokens, TokensCoverTheByteVocabularyUniformly) {
-  const TokenBatch batch = tokens_for(SyntheticTokens(99), 5, 64, 128, {{0, 64}});
+  const TokenBatch batch = tokens_for(SyntheticTokens(99, 256), 5, 64, 128, {{0, 64}});
   std::vector<int> histogram(256, 0);
   for (std::int32_t token : batch.tokens) {
     ASSERT_GE(token, 0);
@@ -78,8 +80,27 @@ TEST(SyntheticTokens, TokensCoverTheByteVocabularyUniformly) {
 // Pins the generator (values from an independent splitmix64 in Python): changing it silently
 // changes every benchmark's input.
 TEST(SyntheticTokens, GeneratorIsPinned) {
-  const TokenBatch batch = tokens_for(SyntheticTokens(1234), 0, 1, 8, {{0, 1}});
+  const TokenBatch batch = tokens_for(SyntheticTokens(1234, 256), 0, 1, 8, {{0, 1}});
   EXPECT_EQ(batch.tokens, (std::vector<std::int32_t>{76, 156, 16, 0, 251, 216, 75, 208}));
+  // Another vocabulary scales the same 32 bits (multiply-shift), so 256 keeps the top byte.
+  const TokenBatch gpt2 = tokens_for(SyntheticTokens(1234, 50257), 0, 1, 8, {{0, 1}});
+  EXPECT_EQ(gpt2.tokens,
+            (std::vector<std::int32_t>{15057, 30795, 3226, 173, 49409, 42551, 14769, 40838}));
+}
+
+TEST(SyntheticTokens, TokensStayInsideALargerVocabularyAndReachItsTop) {
+  constexpr std::int32_t kVocab = 1000;
+  const TokenBatch batch = tokens_for(SyntheticTokens(5, kVocab), 2, 64, 128, {{0, 64}});
+  std::vector<int> histogram(kVocab, 0);
+  for (std::int32_t token : batch.tokens) {
+    ASSERT_GE(token, 0);
+    ASSERT_LT(token, kVocab);
+    ++histogram[static_cast<std::size_t>(token)];
+  }
+  // 8192 draws over 1000 values, 8.2 expected each: both ends are drawn, no value piles up.
+  EXPECT_GT(histogram.front() + histogram.back(), 0);
+  EXPECT_GT(*std::max_element(histogram.begin() + 900, histogram.end()), 0);
+  EXPECT_LT(*std::max_element(histogram.begin(), histogram.end()), 30);
 }
 
 TEST(SyntheticFeatures, RejectsEmptyShapes) {

@@ -14,26 +14,12 @@
 #include <utility>
 #include <vector>
 
+#include "temp_dir.hpp"
+
 namespace spw {
 namespace {
 
 namespace fs = std::filesystem;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::path(testing::TempDir()) / "spw-text-XXXXXX").string();
-    path_ = mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 void write(const fs::path& path, const std::string& text) {
   fs::create_directories(path.parent_path());
@@ -53,7 +39,7 @@ std::string as_string(const std::vector<std::uint8_t>& bytes) {
 }
 
 TEST(TextCorpus, ConcatenatesInByteWisePathOrderSkippingDatFilesAndSymlinks) {
-  TempDir dir;
+  TempDir dir("spw-text");
   const fs::path root = dir.path() / "corpus";
   write(root / "a.txt", "alpha\n");
   write(root / "B.txt", "Bravo\n");  // 'B' < 'a' byte-wise
@@ -80,7 +66,7 @@ TEST(TextCorpus, ConcatenatesInByteWisePathOrderSkippingDatFilesAndSymlinks) {
 }
 
 TEST(TextCorpus, LoadsOneFileAndFollowsALinkGivenAsThePath) {
-  TempDir dir;
+  TempDir dir("spw-text");
   write(dir.path() / "one.txt", "just this");
   fs::create_symlink(dir.path() / "one.txt", dir.path() / "named.u8");
   for (const char* name : {"one.txt", "named.u8"}) {
@@ -92,7 +78,7 @@ TEST(TextCorpus, LoadsOneFileAndFollowsALinkGivenAsThePath) {
 }
 
 TEST(TextCorpus, MissingPathIsNotFoundAndSaysHowToFix) {
-  TempDir dir;
+  TempDir dir("spw-text");
   const std::string missing = (dir.path() / "no-such-corpus").string();
   Result<TextCorpus> corpus = TextCorpus::load(missing);
   ASSERT_FALSE(corpus.ok());
@@ -105,7 +91,7 @@ TEST(TextCorpus, MissingPathIsNotFoundAndSaysHowToFix) {
 }
 
 TEST(TextCorpus, DirectoryWithoutEligibleFilesIsNotFound) {
-  TempDir dir;
+  TempDir dir("spw-text");
   write(dir.path() / "only.dat", "DAT");
   fs::create_symlink(dir.path() / "only.dat", dir.path() / "only.u8");
   Result<TextCorpus> corpus = TextCorpus::load(dir.path().string());
@@ -116,7 +102,7 @@ TEST(TextCorpus, DirectoryWithoutEligibleFilesIsNotFound) {
 }
 
 TEST(TextCorpus, SpecialFileIsAnIoError) {
-  TempDir dir;
+  TempDir dir("spw-text");
   const fs::path fifo = dir.path() / "pipe";
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
   Result<TextCorpus> corpus = TextCorpus::load(fifo.string());
@@ -126,7 +112,7 @@ TEST(TextCorpus, SpecialFileIsAnIoError) {
 }
 
 TEST(TextCorpus, TooShortForTheSequenceNamesPathLengthAndSeq) {
-  TempDir dir;
+  TempDir dir("spw-text");
   const std::string path = (dir.path() / "tiny.txt").string();
   write(path, "123456789");
   Result<TextCorpus> too_short = TextCorpus::load(path, 8);

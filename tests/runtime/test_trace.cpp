@@ -18,6 +18,8 @@
 #include <string_view>
 #include <vector>
 
+#include "temp_dir.hpp"
+
 namespace spw {
 namespace {
 
@@ -440,35 +442,13 @@ TEST(TimelineSvg, EmptyAndDegenerateRunsStayValid) {
   }
 }
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::path(testing::TempDir()) / "spw-trace-XXXXXX").string();
-    path_ = mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::vector<std::string> entries() const {
-    std::vector<std::string> out;
-    for (const auto& entry : fs::directory_iterator(path_))
-      out.push_back(entry.path().filename().string());
-    return out;
-  }
-
- private:
-  fs::path path_;
-};
-
 std::string read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 TEST(WriteTrace, WritesBothFilesWithExactlyTheRenderedContent) {
-  TempDir dir;
+  TempDir dir("spw-trace");
   const auto events = sample_events();
   ASSERT_TRUE(write_chrome_trace(dir.file("trace.json"), events, sample_meta()).ok());
   ASSERT_TRUE(write_timeline_svg(dir.file("timeline.svg"), events, sample_meta()).ok());
@@ -481,14 +461,14 @@ TEST(WriteTrace, WritesBothFilesWithExactlyTheRenderedContent) {
 }
 
 TEST(WriteTrace, InvalidUtf8InTheTitleIsReplacedNotThrown) {
-  TempDir dir;
+  TempDir dir("spw-trace");
   const Status status = write_chrome_trace(dir.file("trace.json"), {}, {"bad \xff title", 1});
   ASSERT_TRUE(status.ok()) << status.message();
   EXPECT_TRUE(json::accept(read_all(dir.file("trace.json"))));
 }
 
 TEST(WriteTrace, MissingDirectoryFailsNamingThePathAndLeavesNothing) {
-  TempDir dir;
+  TempDir dir("spw-trace");
   for (const std::string& path :
        {dir.file("missing/trace.json"), dir.file("missing/timeline.svg")}) {
     const Status status = path.ends_with(".json") ? write_chrome_trace(path, sample_events(), {})
@@ -501,7 +481,7 @@ TEST(WriteTrace, MissingDirectoryFailsNamingThePathAndLeavesNothing) {
 }
 
 TEST(WriteTrace, TargetThatIsADirectoryFailsAndRemovesItsTemporaryFile) {
-  TempDir dir;
+  TempDir dir("spw-trace");
   fs::create_directory(dir.file("trace.json"));
   const Status status = write_chrome_trace(dir.file("trace.json"), sample_events(), {});
   EXPECT_FALSE(status.ok());
