@@ -498,7 +498,8 @@ void PipelineExecutor::record(TraceTrack track, const sched::Instruction& in,
   if (!tracing_) return;
   TraceEvent event;
   event.rank = world_rank_;
-  event.step = static_cast<int>(step_ + 1);
+  event.step = static_cast<int>(evaluation_batch_ > 0 ? step_ : step_ + 1);
+  event.evaluation_batch = evaluation_batch_;
   event.track = track;
   event.instruction = in;
   event.stage = in.chunk >= 0 ? global_stage(in.chunk) : -1;
@@ -651,18 +652,20 @@ Result<double> PipelineExecutor::evaluate(int batches) {
                  "an evaluation needs at least one batch, got " + std::to_string(batches));
   }
   SPW_TRY(open_evaluation_data());
-  // An evaluation is not a step: what the report says about steps stays as it was.
+  // An evaluation is not a step: what the report says about steps stays as it was. The
+  // trace shows it after the step it follows when that step was traced (tracing_ is that
+  // step's), so a traced window shows where its time went.
   const RankStepMetrics metrics = current_;
   const std::vector<ChunkTiming> timings = timings_;
-  const bool tracing = tracing_;
-  tracing_ = false;
   const std::int64_t micro = layout().microbatch_samples;
   double share = 0;
   Status status;
   for (int k = 0; k < batches && status.ok(); ++k) {
     status = load_microbatches(*evaluation_data_, k);
     if (status.ok()) {
+      evaluation_batch_ = k + 1;
       status = run_program(evaluation_, "evaluation batch", k + 1);
+      evaluation_batch_ = 0;
     }
     for (double l : losses_) {
       share += l * static_cast<double>(micro) / static_cast<double>(settings_.train.batch);
@@ -671,7 +674,6 @@ Result<double> PipelineExecutor::evaluate(int batches) {
   program_ = &training_;
   current_ = metrics;
   timings_ = timings;
-  tracing_ = tracing;
   SPW_TRY(status);
   double sum = 0;
   SPW_TRY(mpi_check(MPI_Allreduce(&share, &sum, 1, MPI_DOUBLE, MPI_SUM, world_),

@@ -327,6 +327,9 @@ class PipelineExecutor {
   std::int64_t step_ = 0;
   std::int64_t total_steps_ = 0;
   bool tracing_ = false;
+  // While evaluate() runs batch k (1-based), k: an evaluation right after a traced step is
+  // traced with it; else 0.
+  int evaluation_batch_ = 0;
   double origin_ = 0;
   double step_start_ = 0;
   RankStepMetrics current_;

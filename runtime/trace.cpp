@@ -55,6 +55,13 @@ std::string event_name(const TraceEvent& event) {
   return name;
 }
 
+// "evaluation after step 4, batch 2" for an evaluation's events, else "".
+std::string evaluation_text(const TraceEvent& event) {
+  if (event.evaluation_batch == 0) return "";
+  return "evaluation after step " + std::to_string(event.step) + ", batch " +
+         std::to_string(event.evaluation_batch);
+}
+
 const char* event_op_name(const TraceEvent& event) {
   return event.zeroing_grads ? "ZeroGrads" : sched::op_name(event.instruction.op);
 }
@@ -82,7 +89,7 @@ nlohmann::json chrome_trace_json(const std::vector<TraceEvent>& events, const Tr
   for (const TraceEvent& event : events) {
     const Span span = span_of(event);
     const sched::Instruction& in = event.instruction;
-    trace_events.push_back(json{
+    json& added = trace_events.emplace_back(json{
         {"name", event_name(event)},
         {"cat", trace_track_name(event.track)},
         {"ph", "X"},
@@ -95,6 +102,7 @@ nlohmann::json chrome_trace_json(const std::vector<TraceEvent>& events, const Tr
           {"chunk", in.chunk}, {"stage", event.stage}, {"peer", in.peer},
           {"bytes", event.bytes}}},
     });
+    if (event.evaluation_batch > 0) added["args"]["evaluation_batch"] = event.evaluation_batch;
   }
   return json{{"traceEvents", std::move(trace_events)},
               {"displayTimeUnit", "ms"},
@@ -107,7 +115,7 @@ namespace {
 constexpr double kWidth = 1200, kLeft = 90, kRight = 20, kPlotWidth = kWidth - kLeft - kRight;
 constexpr double kTop = 72, kComputeHeight = 22, kThinHeight = 8, kRowGap = 2, kRankGap = 12;
 constexpr double kRankPitch = kComputeHeight + 3 * (kRowGap + kThinHeight) + kRankGap;
-constexpr double kLegendEntryWidth = 108;
+constexpr double kLegendEntryWidth = 98;
 
 double track_offset(TraceTrack track) {
   switch (track) {
@@ -141,22 +149,27 @@ const char* op_colour(Op op) {
     case Op::optimizer_step: return "#e45756";
     case Op::offload: return "#9d755d";
     case Op::prefetch: return "#bab0ac";
-    case Op::drop_stash: return "#d8d8d8";  // evaluations are not traced; for completeness
+    case Op::drop_stash: return "#d8d8d8";
   }
   return "#000000";
 }
 
 constexpr const char* kZeroingColour = "#eeca3b";
+// An evaluation's compute (its forwards, and dropping their stashes) in one colour, apart from
+// training's; its sends and receives keep theirs: waiting is waiting.
+constexpr const char* kEvaluationColour = "#9ecae9";
 
 const char* event_colour(const TraceEvent& event) {
-  return event.zeroing_grads ? kZeroingColour : op_colour(event.instruction.op);
+  if (event.zeroing_grads) return kZeroingColour;
+  if (event.evaluation_batch > 0 && event.track == TraceTrack::compute) return kEvaluationColour;
+  return op_colour(event.instruction.op);
 }
 
 struct LegendEntry {
   const char* colour;
   const char* label;
 };
-const std::array<LegendEntry, 10> kLegend{{{op_colour(Op::forward), "F forward"},
+const std::array<LegendEntry, 11> kLegend{{{op_colour(Op::forward), "F forward"},
                                            {op_colour(Op::backward_input), "B input grad"},
                                            {op_colour(Op::backward_weight), "W weight grad"},
                                            {kZeroingColour, "Z zero grads"},
@@ -165,7 +178,8 @@ const std::array<LegendEntry, 10> kLegend{{{op_colour(Op::forward), "F forward"}
                                            {op_colour(Op::reduce_grads), "reduce grads"},
                                            {op_colour(Op::optimizer_step), "optimizer step"},
                                            {op_colour(Op::offload), "offload"},
-                                           {op_colour(Op::prefetch), "prefetch"}}};
+                                           {op_colour(Op::prefetch), "prefetch"},
+                                           {kEvaluationColour, "evaluation"}}};
 
 // to_chars ignores the C locale, so a host with a decimal comma still writes valid SVG.
 std::string number(double value, int decimals = 2) {
@@ -298,7 +312,9 @@ std::string timeline_svg(const std::vector<TraceEvent>& events, const TraceMeta&
     const double ms = (span.end - span.start) * 1e3;
     std::string tooltip = "rank " + std::to_string(event.rank) + " " + name;
     if (event.stage >= 0) tooltip += " stage " + std::to_string(event.stage);
-    tooltip += " step " + std::to_string(event.step) + " " + number(ms, ms < 1 ? 3 : 2) + " ms";
+    tooltip += event.evaluation_batch > 0 ? " " + evaluation_text(event)
+                                          : " step " + std::to_string(event.step);
+    tooltip += " " + number(ms, ms < 1 ? 3 : 2) + " ms";
     if (event.bytes > 0) tooltip += " " + std::to_string(event.bytes) + " bytes";
     svg += "<rect x=\"" + number(x) + "\" y=\"" + number(y) + "\" width=\"" + number(width) +
            "\" height=\"" + number(track_height(event.track)) + "\" fill=\"" +

@@ -23,7 +23,8 @@ const char* trace_track_name(TraceTrack track);  // "compute", "communication", 
 
 struct TraceEvent {
   int rank = 0;                    // world rank (Chrome trace pid)
-  int step = 0;                    // 1-based training step
+  int step = 0;                    // 1-based training step, or the one an evaluation followed
+  int evaluation_batch = 0;        // 0: a training step's; k >= 1: batch k of an evaluation
   TraceTrack track = TraceTrack::compute;
   sched::Instruction instruction;  // what ran
   int stage = -1;                  // global pipeline stage, -1 for OptimizerStep

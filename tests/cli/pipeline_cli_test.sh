@@ -393,6 +393,26 @@ ok = (steps == [2, 4, 5] and [e["step"] for e in single["eval"]] == steps
       and pipe["loss"] == single["loss"] == plain["loss"] and "eval" not in plain)
 sys.exit(0 if ok else 1)
 PY
+check "the trace draws the evaluations that follow traced steps 2 and 4, between the steps" \
+  python3 - "$work/eval/trace.json" <<'PY'
+import json, sys
+events = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] == "X"]
+evaluation = [e for e in events if "evaluation_batch" in e["args"]]
+# Forwards and the activations between the two stages, for both batches after each step.
+assert {(e["args"]["step"], e["args"]["evaluation_batch"]) for e in evaluation} == {
+    (2, 1), (2, 2), (4, 1), (4, 2)}, evaluation
+assert {(e["pid"], e["args"]["op"]) for e in evaluation} == {
+    (0, "Forward"), (0, "SendAct"), (1, "RecvAct"), (1, "Forward")}, evaluation
+for rank in (0, 1):
+    for step in (2, 4):
+        mine = [e for e in evaluation if e["pid"] == rank and e["args"]["step"] == step]
+        before = [e for e in events if e["pid"] == rank and e["args"]["step"] == step
+                  and "evaluation_batch" not in e["args"]]
+        after = [e for e in events if e["pid"] == rank and e["args"]["step"] == step + 1]
+        assert max(e["ts"] + e["dur"] for e in before) <= min(e["ts"] for e in mine), (rank, step)
+        if after:
+            assert max(e["ts"] + e["dur"] for e in mine) <= min(e["ts"] for e in after), (rank, step)
+PY
 # spillway evaluate: the checkpoint of step 5 scores what the run measured after step 5, on
 # one rank (the trainer) and on two (the pipeline).
 "$spillway" evaluate "$work/tiny.toml" --set parallel.stages=1 "${eval_args[@]}" \

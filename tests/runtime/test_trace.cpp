@@ -363,12 +363,11 @@ TEST(TimelineSvg, TooltipsPlaceAndColourFollowTheEvents) {
 // Gradients zeroed while a rank waited are no instruction: they carry the chunk they were
 // zeroed for, and get a name, an op and a colour of their own.
 TEST(Trace, ZeroingEventsAreNamedAndColouredApart) {
-  TraceEvent zeroing = make_event(1, 2, TraceTrack::compute, Instruction::backward_weight(-1, 1),
-                                  1, 0, 0.002, 0.0025);
+  TraceEvent zeroing = make_event(1, 2, TraceTrack::compute, Instruction::backward_weight(-1, 1), 1,
+                                  0, 0.002, 0.0025);
   zeroing.zeroing_grads = true;
   const std::vector<TraceEvent> events{
-      make_event(1, 2, TraceTrack::compute, Instruction::backward_weight(0, 1), 1, 0, 0.003,
-                 0.004),
+      make_event(1, 2, TraceTrack::compute, Instruction::backward_weight(0, 1), 1, 0, 0.003, 0.004),
       zeroing};
   const auto complete = events_with_phase(chrome_trace_json(events, sample_meta()), "X");
   ASSERT_EQ(complete.size(), 2u);
@@ -397,6 +396,43 @@ TEST(Trace, ZeroingEventsAreNamedAndColouredApart) {
   EXPECT_TRUE(swatch);
 }
 
+// An evaluation between steps runs the forwards of the training schedule: its events carry the
+// step they followed and their batch, and are drawn in a colour of their own.
+TEST(Trace, EvaluationEventsSayWhichEvaluationAndAreColouredApart) {
+  TraceEvent forward =
+      make_event(0, 3, TraceTrack::compute, Instruction::forward(1, 0), 0, 0, 0.010, 0.0115);
+  forward.evaluation_batch = 2;
+  TraceEvent send = make_event(0, 3, TraceTrack::communication, Instruction::send_act(1, 0, 1), 0,
+                               4096, 0.0115, 0.0117);
+  send.evaluation_batch = 2;
+  const std::vector<TraceEvent> events{
+      make_event(0, 3, TraceTrack::compute, Instruction::forward(1, 0), 0, 0, 0.001, 0.002),
+      forward, send};
+  const auto complete = events_with_phase(chrome_trace_json(events, sample_meta()), "X");
+  ASSERT_EQ(complete.size(), 3u);
+  EXPECT_FALSE(complete[0].at("args").contains("evaluation_batch"));
+  EXPECT_EQ(complete[1].at("name"), "F1.0");
+  EXPECT_EQ(complete[1].at("args").at("op"), "Forward");
+  EXPECT_EQ(complete[1].at("args").at("step"), 3);
+  EXPECT_EQ(complete[1].at("args").at("evaluation_batch"), 2);
+  EXPECT_EQ(complete[2].at("args").at("evaluation_batch"), 2);
+
+  const Document doc = parse_xml(timeline_svg(events, sample_meta()));
+  ASSERT_EQ(doc.error, "");
+  const auto rects = event_rects(doc);
+  const auto training = rects.find("rank 0 F1.0 stage 0 step 3 1.00 ms");
+  const auto evaluated = rects.find("rank 0 F1.0 stage 0 evaluation after step 3, batch 2 1.50 ms");
+  const auto sent =
+      rects.find("rank 0 SA1.0>1 stage 0 evaluation after step 3, batch 2 0.200 ms 4096 bytes");
+  ASSERT_NE(training, rects.end());
+  ASSERT_NE(evaluated, rects.end());
+  ASSERT_NE(sent, rects.end());
+  EXPECT_EQ(evaluated->second.attrs.at("fill"), "#9ecae9");
+  EXPECT_NE(training->second.attrs.at("fill"), evaluated->second.attrs.at("fill"));
+  // A send is a send, in an evaluation or not: the colour tells waiting from computing.
+  EXPECT_EQ(sent->second.attrs.at("fill"), "#f58518");
+}
+
 TEST(TimelineSvg, HeadingRowsLegendAndAxis) {
   TraceMeta meta = sample_meta();
   meta.title = "gpt <1f1b> & \"zb\" 'h1'\x01";
@@ -411,7 +447,7 @@ TEST(TimelineSvg, HeadingRowsLegendAndAxis) {
   EXPECT_TRUE(texts.count("rank 0") && texts.count("rank 1") && texts.count("rank 2"));
   EXPECT_FALSE(texts.count("rank 3"));
   for (const char* legend : {"F forward", "B input grad", "W weight grad", "Z zero grads", "send",
-                             "receive", "reduce grads", "optimizer step", "offload", "prefetch"})
+                             "receive", "reduce grads", "optimizer step", "offload", "prefetch", "evaluation"})
     EXPECT_TRUE(texts.count(legend)) << legend;
   // The run spans 1 ms to 8 ms: ticks every 1 ms, labelled in ms.
   EXPECT_TRUE(texts.count("time (ms)"));
