@@ -88,13 +88,20 @@ int main(int argc, char** argv) {
                            "Where to write the result (default: output.dir/eval.json)");
 
   spw::SampleCommand sample;
-  CLI::App* sample_app = app.add_subcommand(
-      "sample", "Continue a prompt with a checkpoint of a byte-level GPT (one process)");
+  CLI::App* sample_app =
+      app.add_subcommand("sample", "Continue a prompt with a checkpoint of a GPT (one process)");
   add_job_file(sample_app, sample.config_path, "Job file (TOML) of the model");
   add_required_file(sample_app, "--checkpoint", sample.checkpoint, "Checkpoint to sample from");
-  sample_app->add_option("--prompt", sample.settings.prompt,
-                         "Text to continue (default: a newline)");
-  sample_app->add_option("--bytes", sample.settings.bytes, "Bytes to add (default 200)")
+  CLI::Option* prompt = sample_app->add_option("--prompt", sample.settings.prompt,
+                                               "Text to continue (default: a newline)");
+  sample_app
+      ->add_option("--prompt-ids", sample.prompt_ids,
+                   "Token ids to continue, for a model of a token file's vocabulary; the "
+                   "output is ids too")
+      ->excludes(prompt);
+  sample_app
+      ->add_option("--bytes,--tokens", sample.settings.bytes,
+                   "Bytes (or tokens) to add (default 200)")
       ->check(CLI::PositiveNumber);
   sample_app->add_option("--temperature", sample.settings.temperature,
                          "Below 1 sharper, above 1 flatter, 0 the likeliest byte (default 1)");

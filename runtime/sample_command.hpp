@@ -1,4 +1,5 @@
-// `spillway sample`: text from a checkpoint of a byte-level GPT, to see what it learned.
+// `spillway sample`: text from a checkpoint of a GPT, to see what it learned: bytes from a
+// byte-level model, token ids from one of a token file's vocabulary.
 #pragma once
 
 #include <string>
@@ -14,10 +15,17 @@ struct SampleCommand {
   std::vector<std::string> overrides;  // --set section.key=value
   std::string checkpoint;              // --checkpoint: the parameters to sample from
   SampleSettings settings;
+  // --prompt-ids: token ids separated by spaces or commas, instead of settings.prompt.
+  std::string prompt_ids;
 };
 
 // One process: builds the job's model on one rank with the checkpoint's parameters
-// (train.init_from) and prints the prompt and its continuation to stdout.
+// (train.init_from) and prints the prompt and its continuation to stdout: as text, or with
+// prompt_ids as ids separated by spaces on one line.
 Status run_sample_command(const SampleCommand& command);
+
+// "464 2068, 7586" -> {464, 2068, 7586}; invalid_argument naming --prompt-ids and the first
+// word that is not a non-negative integer, or when there is none.
+Result<std::vector<std::int32_t>> parse_token_ids(const std::string& text);
 
 }  // namespace spw

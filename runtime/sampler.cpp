@@ -32,21 +32,14 @@ int draw_token(const float* logits, int count, double temperature, int top_k, do
   return order[static_cast<std::size_t>(kept - 1)];  // u * total rounded up to the total
 }
 
-Result<std::string> sample_text(Trainer& trainer, const SampleSettings& settings) {
-  const ModelSpec& model = trainer.settings().model;
+namespace {
+
+// What both kinds of prompt need: a gpt, a count, a temperature and a top-k that make sense.
+Status check_settings(const ModelSpec& model, const SampleSettings& settings) {
   if (model.kind != "gpt") {
     return error(StatusCode::unsupported,
                  "sampling continues text, which needs a gpt; this job's model.kind is \"" +
                      model.kind + "\"");
-  }
-  if (model.gpt.vocab != 256) {
-    return error(StatusCode::unsupported,
-                 "sampling writes a byte a token, but this model has model.vocab " +
-                     std::to_string(model.gpt.vocab) +
-                     ": only byte-level models (vocab 256, data.source \"text\") can be sampled");
-  }
-  if (settings.prompt.empty()) {
-    return error(StatusCode::invalid_argument, "the prompt is empty: give at least one byte");
   }
   if (settings.bytes < 1) {
     return error(StatusCode::invalid_argument,
@@ -63,17 +56,36 @@ Result<std::string> sample_text(Trainer& trainer, const SampleSettings& settings
     return error(StatusCode::invalid_argument, "top-k must lie in [0, " + std::to_string(vocab) +
                                                    "], got " + std::to_string(settings.top_k));
   }
+  return Status::success();
+}
+
+}  // namespace
+
+Result<std::vector<std::int32_t>> sample_tokens(Trainer& trainer,
+                                                const std::vector<std::int32_t>& prompt,
+                                                const SampleSettings& settings) {
+  const ModelSpec& model = trainer.settings().model;
+  SPW_TRY(check_settings(model, settings));
+  if (prompt.empty()) {
+    return error(StatusCode::invalid_argument, "the prompt is empty: give at least one token");
+  }
+  const int vocab = model.gpt.vocab;
+  for (std::size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] < 0 || prompt[i] >= vocab) {
+      return error(StatusCode::invalid_argument,
+                   "prompt token " + std::to_string(prompt[i]) + " at index " + std::to_string(i) +
+                       " is not in [0, model.vocab = " + std::to_string(vocab) + ")");
+    }
+  }
   const auto seq = static_cast<std::size_t>(model.gpt.seq);
-  std::string text = settings.prompt;
+  std::vector<std::int32_t> ids = prompt;
   std::vector<std::int32_t> window(seq, 0), targets(seq, 0);
   std::mt19937_64 random(settings.seed);
   for (int n = 0; n < settings.bytes; ++n) {
-    // The window ends at the newest byte; causal attention keeps the zeros after it out.
-    const std::size_t length = std::min(seq, text.size());
+    // The window ends at the newest token; causal attention keeps the zeros after it out.
+    const std::size_t length = std::min(seq, ids.size());
     std::fill(window.begin(), window.end(), 0);
-    for (std::size_t i = 0; i < length; ++i) {
-      window[i] = static_cast<unsigned char>(text[text.size() - length + i]);
-    }
+    std::copy(ids.end() - static_cast<std::ptrdiff_t>(length), ids.end(), window.begin());
     MicrobatchData mb;
     mb.samples = 1;
     mb.seq = static_cast<std::int64_t>(seq);
@@ -83,9 +95,29 @@ Result<std::string> sample_text(Trainer& trainer, const SampleSettings& settings
     // 53 random bits: a double in [0, 1) that does not depend on the standard library.
     const double u = static_cast<double>(random() >> 11) * 0x1.0p-53;
     const float* last = logits->data() + (length - 1) * static_cast<std::size_t>(vocab);
-    text += static_cast<char>(draw_token(last, vocab, settings.temperature, settings.top_k, u));
+    ids.push_back(draw_token(last, vocab, settings.temperature, settings.top_k, u));
   }
-  return text.substr(settings.prompt.size());
+  return std::vector<std::int32_t>(ids.begin() + static_cast<std::ptrdiff_t>(prompt.size()),
+                                   ids.end());
+}
+
+Result<std::string> sample_text(Trainer& trainer, const SampleSettings& settings) {
+  const ModelSpec& model = trainer.settings().model;
+  SPW_TRY(check_settings(model, settings));
+  if (model.gpt.vocab != 256) {
+    return error(StatusCode::unsupported,
+                 "this model has model.vocab " + std::to_string(model.gpt.vocab) +
+                     ", not bytes (256): sample it in token ids (spillway sample --prompt-ids) "
+                     "and decode them with the tokenizer that made its data");
+  }
+  if (settings.prompt.empty()) {
+    return error(StatusCode::invalid_argument, "the prompt is empty: give at least one byte");
+  }
+  std::vector<std::int32_t> prompt;
+  for (char c : settings.prompt) prompt.push_back(static_cast<unsigned char>(c));
+  SPW_ASSIGN_OR_RETURN(const std::vector<std::int32_t> ids,
+                       sample_tokens(trainer, prompt, settings));
+  return std::string(ids.begin(), ids.end());
 }
 
 }  // namespace spw

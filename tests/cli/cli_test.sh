@@ -111,4 +111,31 @@ sample "$work/s4.txt" --prompt ""
 check "an empty prompt is named" one_line "$work/s4.txt" \
   "the prompt is empty: give at least one byte"
 
+# A model of 1,000 ids (synthetic data draws them all) is sampled in ids, and only so.
+"$spillway" train "$work/tiny.toml" --set "output.dir=$work/ids" --set model.vocab=1000 \
+  --set output.checkpoint_every=3 > /dev/null 2>&1
+sample_ids() {  # sample_ids OUT ARGS...
+  local out=$1; shift
+  "$spillway" sample "$work/tiny.toml" --set model.vocab=1000 \
+    --checkpoint "$work/ids/checkpoint-3.h5" "$@" > "$out" 2>&1
+}
+sample_ids "$work/i1.txt" --prompt-ids "999, 0 512" --tokens 7
+check "spillway sample --prompt-ids exits 0" test $? -eq 0
+check "it prints the prompt's ids and 7 more, below 1000, on one line" python3 -c "
+import sys; t = open('$work/i1.txt').read(); ids = [int(x) for x in t.split()]
+sys.exit(0 if t.count(chr(10)) == 1 and len(ids) == 10 and ids[:3] == [999, 0, 512]
+         and all(0 <= x < 1000 for x in ids) else 1)"
+sample_ids "$work/i2.txt" --prompt "Once "
+check "a text prompt for a model of ids exits non-zero" test $? -ne 0
+check "naming the way that works" one_line "$work/i2.txt" \
+  "this model has model.vocab 1000, not bytes (256): sample it in token ids (spillway sample --prompt-ids)"
+sample_ids "$work/i3.txt" --prompt-ids "5 1000"
+check "an id beyond the vocabulary is named" one_line "$work/i3.txt" \
+  "prompt token 1000 at index 1 is not in [0, model.vocab = 1000)"
+sample_ids "$work/i4.txt" --prompt-ids "5 six"
+check "so is a word that is no id" one_line "$work/i4.txt" \
+  "--prompt-ids: 'six' is not a token id (a non-negative integer)"
+sample_ids "$work/i5.txt" --prompt-ids "5" --prompt "x"
+check "--prompt and --prompt-ids together exit non-zero" test $? -ne 0
+
 finish

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/job_config.hpp"
+#include "runtime/sample_command.hpp"
 #include "runtime/sampler.hpp"
 #include "runtime/train_command.hpp"
 
@@ -95,6 +96,52 @@ TEST_F(SampleFromATrainedModel, ContinuesTheRepeatingTextItLearned) {
   EXPECT_EQ(*sample_text(**trainer, drawn), "abc");
 }
 
+// The same in token ids, beyond a byte: a model of a 1,000-id vocabulary trained on a token
+// file that cycles through 40 ids continues the cycle.
+TEST_F(SampleFromATrainedModel, ContinuesTheCycleOfIdsItLearned) {
+  std::vector<std::int32_t> cycle;
+  for (int i = 0; i < 40; ++i) cycle.push_back((i * 619 + 13) % 1000);
+  {
+    std::ofstream file(dir_ / "cycle.bin", std::ios::binary);
+    for (int i = 0; i < 8000; ++i) {
+      const auto id = static_cast<std::uint16_t>(cycle[static_cast<std::size_t>(i % 40)]);
+      file.put(static_cast<char>(id & 0xff)).put(static_cast<char>(id >> 8));
+    }
+  }
+  auto job = parse_job_string(
+      "[model]\nkind = \"gpt\"\nlayers = 1\nd_model = 32\nheads = 2\nseq = 16\nvocab = 1000\n"
+      "[data]\nsource = \"tokens\"\npath = \"" +
+          (dir_ / "cycle.bin").string() + "\"\n[train]\nbatch = 8\nsteps = 100\nlr = 1e-2\n",
+      "cycle.toml", {});
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  auto trainer = Trainer::create(*train_settings_from(*job));
+  ASSERT_TRUE(trainer.ok()) << trainer.status().message();
+  for (int i = 0; i < 100; ++i) {
+    StepResult step;
+    ASSERT_TRUE((*trainer)->run_step(step).ok());
+  }
+  SampleSettings greedy;
+  greedy.bytes = 12;
+  greedy.temperature = 0;
+  auto ids = sample_tokens(**trainer, {cycle[5], cycle[6], cycle[7]}, greedy);
+  ASSERT_TRUE(ids.ok()) << ids.status().message();
+  EXPECT_EQ(*ids, std::vector<std::int32_t>(cycle.begin() + 8, cycle.begin() + 20));
+}
+
+TEST(ParseTokenIds, SpacesAndCommasSeparateAndAnythingElseIsNamed) {
+  auto ids = parse_token_ids(" 464 2068,7586 ,\t0 ");
+  ASSERT_TRUE(ids.ok()) << ids.status().message();
+  EXPECT_EQ(*ids, (std::vector<std::int32_t>{464, 2068, 7586, 0}));
+  EXPECT_EQ(parse_token_ids("12 x3 4").status().message(),
+            "--prompt-ids: 'x3' is not a token id (a non-negative integer)");
+  EXPECT_EQ(parse_token_ids("12 -3").status().message(),
+            "--prompt-ids: '-3' is not a token id (a non-negative integer)");
+  EXPECT_EQ(parse_token_ids("99999999999").status().message(),
+            "--prompt-ids: '99999999999' is not a token id (a non-negative integer)");
+  EXPECT_EQ(parse_token_ids(" , ").status().message(),
+            "--prompt-ids holds no token id: give ids separated by spaces or commas");
+}
+
 TEST_F(SampleFromATrainedModel, TheSameSeedGivesTheSameTextAndBadSettingsAreNamed) {
   auto trainer = Trainer::create(settings());  // untrained: every byte about as likely
   ASSERT_TRUE(trainer.ok()) << trainer.status().message();
@@ -133,8 +180,20 @@ TEST_F(SampleFromATrainedModel, TheSameSeedGivesTheSameTextAndBadSettingsAreName
   auto wide_trainer = Trainer::create(wide);
   ASSERT_TRUE(wide_trainer.ok()) << wide_trainer.status().message();
   EXPECT_EQ(sample_text(**wide_trainer, s).status().message(),
-            "sampling writes a byte a token, but this model has model.vocab 1000: only "
-            "byte-level models (vocab 256, data.source \"text\") can be sampled");
+            "this model has model.vocab 1000, not bytes (256): sample it in token ids (spillway "
+            "sample --prompt-ids) and decode them with the tokenizer that made its data");
+  // In ids it goes: the continuation's ids lie in the vocabulary; a prompt's must too.
+  auto ids = sample_tokens(**wide_trainer, {999, 0, 512}, s);
+  ASSERT_TRUE(ids.ok()) << ids.status().message();
+  EXPECT_EQ(ids->size(), static_cast<std::size_t>(s.bytes));
+  for (std::int32_t id : *ids) {
+    EXPECT_GE(id, 0);
+    EXPECT_LT(id, 1000);
+  }
+  EXPECT_EQ(sample_tokens(**wide_trainer, {3, 1000}, s).status().message(),
+            "prompt token 1000 at index 1 is not in [0, model.vocab = 1000)");
+  EXPECT_EQ(sample_tokens(**wide_trainer, {}, s).status().message(),
+            "the prompt is empty: give at least one token");
 }
 
 }  // namespace
