@@ -205,8 +205,7 @@ Result<std::unique_ptr<BatchSource>> synthetic_source(const ModelSpec& model,
 }
 
 // The sources asked for, each file read once: a text corpus is split in memory, a token file
-// mapped once for both parts, and
-// Fashion-MNIST's evaluation reads its t10k files alone.
+// is mapped once for both parts, and Fashion-MNIST's evaluation reads its t10k files alone.
 Result<DataSources> open_sources(const DataConfig& data, const ModelSpec& model,
                                  std::uint64_t seed, bool training, bool evaluation) {
   const bool splits = data.source == DataKind::text || data.source == DataKind::tokens;

@@ -40,6 +40,21 @@ Status system_error(const std::string& path, const char* what, int code) {
                            std::generic_category().message(code) + " (check data.path)");
 }
 
+// Closes the descriptor on every way out of open(); a mapping keeps the file open by itself.
+class Descriptor {
+ public:
+  explicit Descriptor(int fd) : fd_(fd) {}
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
+  ~Descriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
 // The first index whose id is not below vocab, or -1. A vectorised maximum first; the scalar
 // search for the culprit runs only when there is one.
 template <typename Id>
@@ -63,22 +78,17 @@ Result<TokenFile> TokenFile::open(const std::string& path, int token_bytes, std:
                  "data.token_bytes must be 2 (uint16 ids) or 4 (uint32 ids), got " +
                      std::to_string(token_bytes));
   }
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const Descriptor file_descriptor(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  const int fd = file_descriptor.get();
   if (fd < 0) return system_error(path, "cannot open", errno);
   struct stat info {};
-  if (fstat(fd, &info) != 0) {
-    const int code = errno;
-    ::close(fd);
-    return system_error(path, "cannot stat", code);
-  }
+  if (fstat(fd, &info) != 0) return system_error(path, "cannot stat", errno);
   if (!S_ISREG(info.st_mode)) {
-    ::close(fd);
     return error(StatusCode::invalid_argument,
                  token_file_text(path) + " is not a regular file (check data.path)");
   }
   const auto length = static_cast<std::int64_t>(info.st_size);
   if (length % token_bytes != 0) {
-    ::close(fd);
     return error(StatusCode::invalid_argument,
                  token_file_text(path) + " has " + std::to_string(length) +
                      " bytes, not a whole number of " + std::to_string(token_bytes) +
@@ -87,16 +97,13 @@ Result<TokenFile> TokenFile::open(const std::string& path, int token_bytes, std:
   const std::int64_t tokens = length / token_bytes;
   // Written as a subtraction so a huge seq cannot overflow seq + 2.
   if (tokens < 2 || tokens - 2 < seq) {
-    ::close(fd);
     return error(StatusCode::invalid_argument,
                  token_file_text(path) + " has " + std::to_string(tokens) +
                      " tokens, fewer than model.seq + 2 = " + std::to_string(seq + 2) +
                      ": use a larger file or a shorter model.seq");
   }
   void* address = mmap(nullptr, static_cast<std::size_t>(length), PROT_READ, MAP_PRIVATE, fd, 0);
-  const int map_errno = errno;
-  ::close(fd);  // the mapping keeps the file open
-  if (address == MAP_FAILED) return system_error(path, "cannot map", map_errno);
+  if (address == MAP_FAILED) return system_error(path, "cannot map", errno);
   auto mapping = std::make_shared<Mapping>();
   mapping->bytes = static_cast<const unsigned char*>(address);
   mapping->length = static_cast<std::size_t>(length);
@@ -117,7 +124,7 @@ Result<TokenFile> TokenFile::open(const std::string& path, int token_bytes, std:
     return error(StatusCode::invalid_argument,
                  token_file_text(path) + ": token " + std::to_string(id) + " at index " +
                      std::to_string(bad) + " is not below model.vocab = " + std::to_string(vocab) +
-                     ": raise model.vocab, or check data.token_bytes " + "(" +
+                     ": raise model.vocab, or check data.token_bytes (" +
                      std::to_string(token_bytes) + " now)");
   }
   return file;
