@@ -217,11 +217,15 @@ class GptHead final : public Block {
                         Tensor* dinput, BlockState& state) override {
     const std::int64_t n = mb.rows(), d = shape_.d_model;
     Stash& s = state.saved;
-    SPW_ASSIGN_OR_RETURN(Tensor * dlogits, state.grads.get(kDlogits, {n, shape_.vocab}));
     SPW_ASSIGN_OR_RETURN(Tensor * dln, state.grads.get(kDln, {n, d}));
-    SPW_TRY(ops::cross_entropy_backward(s.at(kLogits), tokens_of(mb, mb.targets), mb.grad_scale,
-                                        *dlogits));
-    SPW_TRY(ops::linear_backward_input(*dlogits, params_.value(head_w_), *dln));
+    // The logits' gradient takes their place in the stash, where backward_weight reads it:
+    // nothing reads the logits after this, and [rows, vocab] is the largest tensor a GPT
+    // keeps (412 MB a 2,048-row microbatch at GPT-2's 50,257 ids), so a second one would
+    // double the head's memory. The stash stays resident from here to backward_weight.
+    Tensor& dlogits = s.at(kLogits);
+    SPW_TRY(ops::cross_entropy_backward(dlogits, tokens_of(mb, mb.targets), mb.grad_scale,
+                                        dlogits));
+    SPW_TRY(ops::linear_backward_input(dlogits, params_.value(head_w_), *dln));
     return ops::layernorm_backward_input(*dln, *input, params_.value(lnf_w_), s.at(kMean),
                                          s.at(kRstd), *dinput);
   }
@@ -229,16 +233,16 @@ class GptHead final : public Block {
   Status backward_weight(const MicrobatchData&, const Tensor* input, const Tensor*,
                          BlockState& state) override {
     Stash& s = state.saved;
-    SPW_TRY(ops::linear_backward_weight(state.grads.at(kDlogits), s.at(kLn),
-                                        params_.grad(head_w_), nullptr));
+    SPW_TRY(ops::linear_backward_weight(s.at(kLogits), s.at(kLn), params_.grad(head_w_),
+                                        nullptr));  // the logits' gradient, since backward_input
     return ops::layernorm_backward_weight(state.grads.at(kDln), *input, s.at(kMean),
                                           s.at(kRstd), params_.grad(lnf_w_),
                                           params_.grad(lnf_b_));
   }
 
  private:
-  enum SavedSlot : std::size_t { kLn, kMean, kRstd, kLogits };
-  enum GradSlot : std::size_t { kDlogits, kDln };
+  enum SavedSlot : std::size_t { kLn, kMean, kRstd, kLogits };  // kLogits: then their gradient
+  enum GradSlot : std::size_t { kDln };
 
   GptShape shape_;
   std::string name_ = "head";

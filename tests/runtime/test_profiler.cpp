@@ -52,13 +52,14 @@ TEST(Profiler, MeasuresEveryBlockWithItsBytes) {
   EXPECT_EQ(profile->blocks[3].activation_bytes, 0);
   // Per microbatch of n = 64 rows and d = 32, a transformer block saves 15 n d + 4 n floats
   // and the attention's log-sum-exp (4 samples x 2 heads x 16 positions), and keeps 10 n d
-  // floats of gradients from B for W; the head saves n (d + 2) + n x 256 (its logits) and
-  // keeps the logits' and the LayerNorm's gradients; the embedding keeps nothing.
+  // floats of gradients from B for W; the head saves n (d + 2) + n x 256 (its logits, whose
+  // gradient B writes in their place) and keeps the LayerNorm's gradient; the embedding keeps
+  // nothing.
   const std::int64_t n = 64, d = 32, vocab = 256;
   EXPECT_EQ(profile->blocks[1].stash_bytes, 4 * (15 * n * d + 4 * n + 4 * 2 * 16));
   EXPECT_EQ(profile->blocks[1].backward_bytes, 4 * 10 * n * d);
   EXPECT_EQ(profile->blocks[3].stash_bytes, 4 * (n * d + 2 * n + n * vocab));
-  EXPECT_EQ(profile->blocks[3].backward_bytes, 4 * (n * vocab + n * d));
+  EXPECT_EQ(profile->blocks[3].backward_bytes, 4 * n * d);
   EXPECT_EQ(profile->blocks[0].stash_bytes, 0);
   EXPECT_EQ(profile->blocks[0].backward_bytes, 0);
   // A transformer block reuses two buffers in its backward for the whole run, n x 4d and
