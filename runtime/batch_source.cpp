@@ -1,5 +1,6 @@
 #include "runtime/batch_source.hpp"
 
+#include "runtime/data_digest.hpp"
 #include "runtime/fashion_mnist.hpp"
 #include "runtime/synthetic_data.hpp"
 #include "runtime/text_corpus.hpp"
@@ -36,6 +37,7 @@ class TokenSource final : public BatchSource {
     return Status::success();
   }
   std::int64_t samples_per_epoch() const override { return corpus_.size() / seq_; }
+  std::uint64_t digest() const override { return corpus_.digest(); }
   std::string describe() const override {
     return "text corpus " + corpus_.path() + " (" + std::to_string(corpus_.size()) + " bytes" +
            part_ + ", " + std::to_string(corpus_.file_count()) + " files)";
@@ -62,6 +64,7 @@ class TokenFileSource final : public BatchSource {
     return Status::success();
   }
   std::int64_t samples_per_epoch() const override { return file_.size() / seq_; }
+  std::uint64_t digest() const override { return file_.digest(); }
   std::string describe() const override {
     return "token file " + file_.path() + " (" + std::to_string(file_.size()) + " tokens of " +
            std::to_string(file_.token_bytes()) + " bytes" + part_ + ")";
@@ -84,6 +87,7 @@ class FarSteps final : public BatchSource {
     return source_->fill(kFirstStep + step, first, count, global_batch, b);
   }
   std::int64_t samples_per_epoch() const override { return source_->samples_per_epoch(); }
+  std::uint64_t digest() const override { return source_->digest(); }
   std::string describe() const override {
     return source_->describe() + " of steps training never reaches";
   }
@@ -108,6 +112,7 @@ class SyntheticTokenSource final : public BatchSource {
   }
   std::int64_t samples_per_epoch() const override { return 1 << 20; }
   std::string describe() const override { return "synthetic tokens"; }
+  std::uint64_t digest() const override { return 0; }
 
  private:
   SyntheticTokens tokens_;
@@ -128,6 +133,11 @@ class ImageSource final : public BatchSource {
     return Status::success();
   }
   std::int64_t samples_per_epoch() const override { return images_.rows; }
+  std::uint64_t digest() const override {
+    const std::uint64_t pixels =
+        data_digest(images_.pixels.data(), images_.pixels.size() * sizeof(float));
+    return pixels ^ (data_digest(images_.labels.data(), images_.labels.size() * 4) * 31);
+  }
   Result<std::unique_ptr<BatchSource>> test_set() const override {
     SPW_ASSIGN_OR_RETURN(ImageDataset test, load_fashion_mnist(dir_, false));
     return std::unique_ptr<BatchSource>(new ImageSource(std::move(test), dir_));
@@ -156,6 +166,7 @@ class SyntheticFeatureSource final : public BatchSource {
   }
   std::int64_t samples_per_epoch() const override { return 1 << 20; }
   std::string describe() const override { return "synthetic features"; }
+  std::uint64_t digest() const override { return 0; }
 
  private:
   SyntheticFeatures features_;

@@ -35,6 +35,9 @@ class BatchSource {
   virtual Result<std::unique_ptr<BatchSource>> test_set() const;
   // A line for logs and reports: what was loaded from where.
   virtual std::string describe() const = 0;
+  // A digest of the samples it draws from, equal on two ranks that read the same data
+  // (data_digest.hpp; 0 for synthetic data, a function of the job alone).
+  virtual std::uint64_t digest() const = 0;
 };
 
 // Opens what `data` names for `model`, checking that the two fit (token data for a gpt,

@@ -56,6 +56,7 @@ Result<std::unique_ptr<PipelineExecutor>> PipelineExecutor::create(
   }
   const Status local = executor->setup(settings, world);
   SPW_TRY(agree_on_status(world, local));
+  SPW_TRY(executor->check_same_data());
   // The offload tier comes second: the peer tier's window is collective, so every rank
   // must reach it, which a rank whose setup failed would not.
   SPW_TRY(agree_on_status(world, executor->setup_offload()));
@@ -630,6 +631,43 @@ Status PipelineExecutor::run_program(const Program& program, const char* pass,
     }
   }
   return finish_sends();
+}
+
+Status PipelineExecutor::check_same_data() const {
+  // Each rank opens data.path itself, and a copy staged to node-local storage can differ:
+  // the first stage would then read its tokens from one corpus and the last its targets
+  // from another, and training would go on without an error.
+  constexpr int kFields = 3;
+  const std::uint64_t mine[kFields] = {data_->digest(),
+                                       static_cast<std::uint64_t>(data_->samples_per_epoch()),
+                                       evaluation_data_ ? evaluation_data_->digest() : 0};
+  int size = 1;
+  MPI_Comm_size(world_, &size);
+  std::vector<std::uint64_t> all(static_cast<std::size_t>(kFields * size));
+  SPW_TRY(mpi_check(
+      MPI_Allgather(mine, kFields, MPI_UINT64_T, all.data(), kFields, MPI_UINT64_T, world_),
+      "comparing the ranks' data"));
+  const auto fields_of = [&](int rank) {
+    const std::uint64_t* f = all.data() + static_cast<std::size_t>(kFields * rank);
+    char text[96];
+    std::snprintf(text, sizeof text, "digest %016llx, %llu samples a pass",
+                  static_cast<unsigned long long>(f[0]), static_cast<unsigned long long>(f[1]));
+    std::string out = text;
+    if (evaluation_data_) {
+      std::snprintf(text, sizeof text, ", held out %016llx", static_cast<unsigned long long>(f[2]));
+      out += text;
+    }
+    return out;
+  };
+  for (int rank = 1; rank < size; ++rank) {
+    if (std::equal(all.begin(), all.begin() + kFields, all.begin() + kFields * rank)) continue;
+    std::string message = "rank " + std::to_string(rank);
+    message += " reads other data than rank 0 (" + fields_of(rank) + ", against " + fields_of(0) +
+               "): every rank must read the same data.path; copy it whole to " +
+               "each node, or use a file system they share";
+    return error(StatusCode::invalid_argument, message);
+  }
+  return Status::success();
 }
 
 std::string PipelineExecutor::data_description() const {

@@ -127,6 +127,9 @@ class PipelineExecutor {
   // Collective: opens the held-out data now, if it is not open yet (TrainSettings::evaluates
   // opened it at create). Every rank returns the same error, and the executor stays usable.
   Status open_evaluation_data();
+  // Collective: invalid_argument, the same on every rank, unless every rank's data has rank
+  // 0's digest and size (BatchSource::digest).
+  Status check_same_data() const;
 
   std::int64_t steps_done() const { return step_; }
   // The data it trains and evaluates on (describe_data): the same on every rank.

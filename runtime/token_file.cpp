@@ -11,6 +11,7 @@
 #include <cstring>
 #include <system_error>
 
+#include "runtime/data_digest.hpp"
 #include "runtime/sample_window.hpp"
 
 namespace spw {
@@ -132,6 +133,10 @@ Result<TokenFile> TokenFile::open(const std::string& path, int token_bytes, std:
 
 const unsigned char* TokenFile::first_byte() const {
   return mapping_->bytes + first_ * token_bytes_;
+}
+
+std::uint64_t TokenFile::digest() const {
+  return data_digest(first_byte(), static_cast<std::size_t>(size_ * token_bytes_));
 }
 
 std::int32_t TokenFile::token(std::int64_t i) const {

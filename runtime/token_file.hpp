@@ -43,6 +43,8 @@ class TokenFile {
   std::int32_t token(std::int64_t i) const;
   const std::string& path() const { return path_; }
   int token_bytes() const { return token_bytes_; }
+  // data_digest() of this part's bytes, computed at each call (a pass over them).
+  std::uint64_t digest() const;
 
  private:
   struct Mapping;

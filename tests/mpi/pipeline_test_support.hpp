@@ -119,6 +119,21 @@ inline Outcome reference(const TrainSettings& settings, int eval_batches = 0) {
 }
 
 // Ranks a run of `schedule` with P stages and R replicas needs ("pipefb": 2 per stage).
+// An executor of `settings` with one stage a rank over the whole world (collective).
+inline Result<std::unique_ptr<PipelineExecutor>> executor_over_world(
+    const TrainSettings& settings) {
+  ParallelConfig parallel;
+  parallel.stages.form = StagesSpec::Form::count;
+  parallel.stages.count = world_size();
+  PipelineSettings pipeline_settings;
+  pipeline_settings.train = settings;
+  auto layout = make_pipeline_layout(parallel, settings.model.block_count(), settings.batch,
+                                     settings.microbatches, world_size());
+  if (!layout.ok()) return layout.status();
+  pipeline_settings.layout = *layout;
+  return PipelineExecutor::create(pipeline_settings, MPI_COMM_WORLD);
+}
+
 inline int ranks_needed(const std::string& schedule, int P, int R) {
   return P * R * (schedule == "pipefb" ? 2 : 1);
 }

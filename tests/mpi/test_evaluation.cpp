@@ -108,16 +108,7 @@ TEST(PipelineEvaluationErrors, TextWithoutAHoldoutIsRefusedOnEveryRank) {
   TrainSettings settings = tiny_gpt(2);
   settings.data.source = DataKind::text;
   settings.data.path = "/usr/share/games/fortunes";
-  ParallelConfig parallel;
-  parallel.stages.form = StagesSpec::Form::count;
-  parallel.stages.count = world_size();
-  PipelineSettings pipeline_settings;
-  pipeline_settings.train = settings;
-  auto layout = make_pipeline_layout(parallel, settings.model.block_count(), settings.batch,
-                                     settings.microbatches, world_size());
-  ASSERT_TRUE(layout.ok()) << layout.status().message();
-  pipeline_settings.layout = *layout;
-  auto executor = PipelineExecutor::create(pipeline_settings, MPI_COMM_WORLD);
+  auto executor = executor_over_world(settings);
   ASSERT_TRUE(executor.ok()) << executor.status().message();
   auto loss = (*executor)->evaluate(1);
   ASSERT_FALSE(loss.ok());
