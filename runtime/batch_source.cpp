@@ -136,7 +136,8 @@ class ImageSource final : public BatchSource {
   std::uint64_t digest() const override {
     const std::uint64_t pixels =
         data_digest(images_.pixels.data(), images_.pixels.size() * sizeof(float));
-    return pixels ^ (data_digest(images_.labels.data(), images_.labels.size() * 4) * 31);
+    return pixels ^
+           (data_digest(images_.labels.data(), images_.labels.size() * sizeof(std::int32_t)) * 31);
   }
   Result<std::unique_ptr<BatchSource>> test_set() const override {
     SPW_ASSIGN_OR_RETURN(ImageDataset test, load_fashion_mnist(dir_, false));
@@ -180,7 +181,7 @@ namespace {
 // mlp on Fashion-MNIST.
 Status check_fits(const DataConfig& data, const ModelSpec& model) {
   const bool gpt = model.kind == "gpt";
-  if ((data.source == DataKind::text || data.source == DataKind::tokens) && !gpt) {
+  if (is_token_corpus(data.source) && !gpt) {
     return error(StatusCode::invalid_argument,
                  "data.source \"" + std::string(to_string(data.source)) +
                      "\" feeds a gpt, but model.kind is \"mlp\": use \"fashion-mnist\" or "
@@ -219,8 +220,7 @@ Result<std::unique_ptr<BatchSource>> synthetic_source(const ModelSpec& model,
 // is mapped once for both parts, and Fashion-MNIST's evaluation reads its t10k files alone.
 Result<DataSources> open_sources(const DataConfig& data, const ModelSpec& model,
                                  std::uint64_t seed, bool training, bool evaluation) {
-  const bool splits = data.source == DataKind::text || data.source == DataKind::tokens;
-  if (evaluation && splits && data.holdout == 0) {
+  if (evaluation && is_token_corpus(data.source) && data.holdout == 0) {
     const std::string what = data.source == DataKind::text ? "text" : "tokens";
     return error(StatusCode::invalid_argument,
                  "evaluating on " + what + " needs held-out " + what +

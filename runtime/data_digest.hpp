@@ -9,7 +9,7 @@
 
 namespace spw {
 
-// Eight interleaved multiply-xor lanes over 8-byte words (so the lanes vectorise), the tail
+// Eight interleaved add-multiply-rotate lanes over 8-byte words (so the lanes vectorise), the tail
 // byte by byte, the size mixed in: blocks that differ in any byte or in length digest apart
 // but for a 2^-64 chance.
 std::uint64_t data_digest(const void* data, std::size_t bytes);

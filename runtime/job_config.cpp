@@ -278,9 +278,8 @@ Status read_data(const JobReader& r, const ModelConfig& model, DataConfig& data)
                      "data.source = \"tokens\" needs 'data.path': a file of token ids, 2 bytes "
                      "each (uint16, as nanoGPT's train.bin) or 4 with data.token_bytes = 4");
   }
-  const bool corpus = data.source == DataKind::text || data.source == DataKind::tokens;
   SPW_TRY(r.read_number("data.holdout", data.holdout, Bound::unit_interval));
-  if (data.holdout > 0 && !corpus) {
+  if (data.holdout > 0 && !is_token_corpus(data.source)) {
     return r.fail_at({"data.holdout", "data.source"},
                      "'data.holdout' splits a text corpus or token file; \"" +
                          std::string(spelling(kDataSources, data.source)) +
@@ -320,8 +319,7 @@ Status read_data(const JobReader& r, const ModelConfig& model, DataConfig& data)
 Status read_eval(const JobReader& r, const DataConfig& data, EvalConfig& eval) {
   SPW_TRY(r.read_integer("eval.every", eval.every, 0));
   SPW_TRY(r.read_integer("eval.batches", eval.batches, 1));
-  const bool corpus = data.source == DataKind::text || data.source == DataKind::tokens;
-  if (eval.every > 0 && corpus && data.holdout == 0) {
+  if (eval.every > 0 && is_token_corpus(data.source) && data.holdout == 0) {
     return r.fail_at({"eval.every", "data.holdout"},
                      std::string("'eval.every' evaluates on held-out ") +
                          (data.source == DataKind::text ? "text" : "tokens") +

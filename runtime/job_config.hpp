@@ -30,6 +30,11 @@ enum class Layout { automatic, classic, pipefb };
 // only ever given the tier the plan chose.
 enum class OffloadTier { none, host, file, peer, automatic };
 
+// A stream of token ids that data.holdout splits and a gpt trains on: text or a token file.
+inline bool is_token_corpus(DataKind source) {
+  return source == DataKind::text || source == DataKind::tokens;
+}
+
 // The spelling used in job files and report.json ("fashion-mnist", "1f1b", "zb-h1", "auto").
 std::string_view to_string(ModelKind kind);
 std::string_view to_string(DataKind source);

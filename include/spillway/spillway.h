@@ -283,9 +283,9 @@ SPW_API spw_status spw_trainer_train(spw_trainer trainer, int64_t steps);
 /* Collective. The mean loss of `batches` batches of held-out data, each of train.batch
  * samples run as a training batch is but through the forwards alone, the same batches at
  * every call: the end of a text corpus or token file that data.holdout keeps out of
- * training, Fashion-MNIST's t10k set, or for synthetic data samples no training step draws. Nothing
- * the training reads changes: the steps after it run as they would have without it. Every
- * rank must pass the same count; *loss is the same on every rank.
+ * training, Fashion-MNIST's t10k set, or for synthetic data samples no training step
+ * draws. Nothing the training reads changes: the steps after it run as they would have
+ * without it. Every rank must pass the same count; *loss is the same on every rank.
  *   SPW_ERR_NULL_HANDLE       trainer or loss is NULL
  *   SPW_ERR_INVALID_ARGUMENT  batches < 1, the ranks passed different counts, or the job's
  *                             text or token file has no held-out part (data.holdout = 0),

@@ -446,8 +446,9 @@ TEST(TimelineSvg, HeadingRowsLegendAndAxis) {
   EXPECT_TRUE(texts.count("gpt <1f1b> & \"zb\" 'h1' "));
   EXPECT_TRUE(texts.count("rank 0") && texts.count("rank 1") && texts.count("rank 2"));
   EXPECT_FALSE(texts.count("rank 3"));
-  for (const char* legend : {"F forward", "B input grad", "W weight grad", "Z zero grads", "send",
-                             "receive", "reduce grads", "optimizer step", "offload", "prefetch", "evaluation"})
+  for (const char* legend :
+       {"F forward", "B input grad", "W weight grad", "Z zero grads", "send", "receive",
+        "reduce grads", "optimizer step", "offload", "prefetch", "evaluation"})
     EXPECT_TRUE(texts.count(legend)) << legend;
   // The run spans 1 ms to 8 ms: ticks every 1 ms, labelled in ms.
   EXPECT_TRUE(texts.count("time (ms)"));
