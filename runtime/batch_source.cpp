@@ -24,12 +24,26 @@ Result<std::unique_ptr<BatchSource>> BatchSource::test_set() const {
 
 namespace {
 
-class TokenSource final : public BatchSource {
- public:
-  TokenSource(TextCorpus corpus, std::int64_t seq) : corpus_(std::move(corpus)), seq_(seq) {}
+// What a corpus's source says it reads, with its part (" held out", " for training" after a
+// split, else empty).
+std::string describe_corpus(const TextCorpus& corpus, const std::string& part) {
+  return "text corpus " + corpus.path() + " (" + std::to_string(corpus.size()) + " bytes" + part +
+         ", " + std::to_string(corpus.file_count()) + " files)";
+}
+std::string describe_corpus(const TokenFile& file, const std::string& part) {
+  return "token file " + file.path() + " (" + std::to_string(file.size()) + " tokens of " +
+         std::to_string(file.token_bytes()) + " bytes" + part + ")";
+}
 
-  Status fill(std::int64_t step, std::int64_t first, std::int64_t count,
-              std::int64_t global_batch, MicrobatchBuffers& b) const override {
+// Windows of a stream of tokens: a TextCorpus or a TokenFile, which draw them alike.
+template <class Corpus>
+class CorpusSource final : public BatchSource {
+ public:
+  CorpusSource(Corpus corpus, std::int64_t seq, std::string part)
+      : corpus_(std::move(corpus)), seq_(seq), part_(std::move(part)) {}
+
+  Status fill(std::int64_t step, std::int64_t first, std::int64_t count, std::int64_t global_batch,
+              MicrobatchBuffers& b) const override {
     b.tokens.resize(static_cast<std::size_t>(count * seq_));
     b.targets.resize(b.tokens.size());
     b.features.clear();
@@ -38,42 +52,12 @@ class TokenSource final : public BatchSource {
   }
   std::int64_t samples_per_epoch() const override { return corpus_.size() / seq_; }
   std::uint64_t digest() const override { return corpus_.digest(); }
-  std::string describe() const override {
-    return "text corpus " + corpus_.path() + " (" + std::to_string(corpus_.size()) + " bytes" +
-           part_ + ", " + std::to_string(corpus_.file_count()) + " files)";
-  }
-  void set_part(std::string part) { part_ = std::move(part); }
+  std::string describe() const override { return describe_corpus(corpus_, part_); }
 
  private:
-  TextCorpus corpus_;
+  Corpus corpus_;
   std::int64_t seq_;
-  std::string part_;  // " held out", " for training" after a split, else empty
-};
-
-class TokenFileSource final : public BatchSource {
- public:
-  TokenFileSource(TokenFile file, std::int64_t seq, std::string part)
-      : file_(std::move(file)), seq_(seq), part_(std::move(part)) {}
-
-  Status fill(std::int64_t step, std::int64_t first, std::int64_t count, std::int64_t global_batch,
-              MicrobatchBuffers& b) const override {
-    b.tokens.resize(static_cast<std::size_t>(count * seq_));
-    b.targets.resize(b.tokens.size());
-    b.features.clear();
-    file_.fill_batch(step, first, count, global_batch, seq_, b.tokens.data(), b.targets.data());
-    return Status::success();
-  }
-  std::int64_t samples_per_epoch() const override { return file_.size() / seq_; }
-  std::uint64_t digest() const override { return file_.digest(); }
-  std::string describe() const override {
-    return "token file " + file_.path() + " (" + std::to_string(file_.size()) + " tokens of " +
-           std::to_string(file_.token_bytes()) + " bytes" + part_ + ")";
-  }
-
- private:
-  TokenFile file_;
-  std::int64_t seq_;
-  std::string part_;  // " held out", " for training" after a split, else empty
+  std::string part_;
 };
 
 // Another source's samples from step 2^40 on: synthetic data has no held-out set, but no run
@@ -197,11 +181,24 @@ Status check_fits(const DataConfig& data, const ModelSpec& model) {
   return Status::success();
 }
 
-std::unique_ptr<BatchSource> token_source(TextCorpus corpus, std::int64_t seq,
-                                          std::string part) {
-  auto source = std::make_unique<TokenSource>(std::move(corpus), seq);
-  source->set_part(std::move(part));
-  return source;
+// The held-out part of a text corpus or token file for evaluation, and the rest (or, without a
+// holdout, all of it) for training.
+template <class Corpus>
+Status add_corpus_sources(Corpus corpus, double holdout, std::int64_t seq, bool training,
+                          bool evaluation, DataSources& out) {
+  using Source = CorpusSource<Corpus>;
+  if (evaluation) {
+    SPW_ASSIGN_OR_RETURN(Corpus held_out, corpus.held_out_part(holdout, seq));
+    out.evaluation = std::make_unique<Source>(std::move(held_out), seq, " held out");
+  }
+  if (!training) return Status::success();
+  if (holdout == 0) {
+    out.training = std::make_unique<Source>(std::move(corpus), seq, "");
+    return Status::success();
+  }
+  SPW_ASSIGN_OR_RETURN(Corpus part, corpus.training_part(holdout, seq));
+  out.training = std::make_unique<Source>(std::move(part), seq, " for training");
+  return Status::success();
 }
 
 Result<std::unique_ptr<BatchSource>> synthetic_source(const ModelSpec& model,
@@ -232,32 +229,14 @@ Result<DataSources> open_sources(const DataConfig& data, const ModelSpec& model,
     case DataKind::text: {
       const std::int64_t seq = model.gpt.seq;
       SPW_ASSIGN_OR_RETURN(TextCorpus corpus, TextCorpus::load(data.path, seq));
-      if (evaluation) {
-        SPW_ASSIGN_OR_RETURN(TextCorpus held_out, corpus.held_out_part(data.holdout, seq));
-        out.evaluation = token_source(std::move(held_out), seq, " held out");
-      }
-      if (training && data.holdout == 0) out.training = token_source(std::move(corpus), seq, "");
-      if (training && data.holdout > 0) {
-        SPW_ASSIGN_OR_RETURN(TextCorpus part, corpus.training_part(data.holdout, seq));
-        out.training = token_source(std::move(part), seq, " for training");
-      }
+      SPW_TRY(add_corpus_sources(std::move(corpus), data.holdout, seq, training, evaluation, out));
       return out;
     }
     case DataKind::tokens: {
       const std::int64_t seq = model.gpt.seq;
       SPW_ASSIGN_OR_RETURN(TokenFile file,
                            TokenFile::open(data.path, data.token_bytes, model.gpt.vocab, seq));
-      if (evaluation) {
-        SPW_ASSIGN_OR_RETURN(TokenFile held_out, file.held_out_part(data.holdout, seq));
-        out.evaluation = std::make_unique<TokenFileSource>(std::move(held_out), seq, " held out");
-      }
-      if (training && data.holdout == 0) {
-        out.training = std::make_unique<TokenFileSource>(std::move(file), seq, "");
-      }
-      if (training && data.holdout > 0) {
-        SPW_ASSIGN_OR_RETURN(TokenFile part, file.training_part(data.holdout, seq));
-        out.training = std::make_unique<TokenFileSource>(std::move(part), seq, " for training");
-      }
+      SPW_TRY(add_corpus_sources(std::move(file), data.holdout, seq, training, evaluation, out));
       return out;
     }
     case DataKind::fashion_mnist: {

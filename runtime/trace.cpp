@@ -55,9 +55,8 @@ std::string event_name(const TraceEvent& event) {
   return name;
 }
 
-// "evaluation after step 4, batch 2" for an evaluation's events, else "".
+// "evaluation after step 4, batch 2": where an evaluation's event (evaluation_batch > 0) ran.
 std::string evaluation_text(const TraceEvent& event) {
-  if (event.evaluation_batch == 0) return "";
   return "evaluation after step " + std::to_string(event.step) + ", batch " +
          std::to_string(event.evaluation_batch);
 }
