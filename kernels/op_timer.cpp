@@ -27,6 +27,7 @@ constexpr std::array<std::string_view, kOpCount> kNames = {
     "embedding_backward_weight",
     "cross_entropy_forward",
     "cross_entropy_backward",
+    "cross_entropy_loss_and_gradient",
     "count_correct",
     "residual_forward",
     "accumulate",

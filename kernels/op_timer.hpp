@@ -37,6 +37,7 @@ enum class KernelOp : int {
   embedding_backward_weight,
   cross_entropy_forward,
   cross_entropy_backward,
+  cross_entropy_loss_and_gradient,
   count_correct,
   residual_forward,
   accumulate,

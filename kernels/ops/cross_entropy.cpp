@@ -15,9 +15,8 @@ namespace spw::ops {
 
 namespace {
 
-// The loss is summed per block of rows and the block sums are added in order. Blocks depend
-// only on the row count, never on the thread count, so the loss is bit-identical for any
-// thread count; at most kMaxBlocks of them keeps the partial sums on the stack.
+// The loss is summed per block of rows (add_row_losses); at most kMaxBlocks of them keeps the
+// partial sums on the stack.
 constexpr std::int64_t kMinBlockRows = 64;
 constexpr std::int64_t kMaxBlocks = 1024;
 
@@ -73,40 +72,112 @@ inline float row_max(const float* x, std::int64_t n) {
   return mx;
 }
 
-}  // namespace
+Status check_dlogits(const char* op, const Tensor& logits, const Tensor& dlogits,
+                     float grad_scale) {
+  const std::int64_t rows = logits.shape().rows();
+  const std::int64_t classes = logits.shape().cols();
+  if (dlogits.rank() < 2 || dlogits.shape().rows() != rows || dlogits.shape().cols() != classes) {
+    return error(StatusCode::shape_mismatch,
+                 std::string(op) + ": dlogits " + dlogits.shape().to_string() +
+                     " does not fit logits " + logits.shape().to_string() + ": expected " +
+                     Shape{rows, classes}.to_string());
+  }
+  SPW_TRY(check_data(op, "dlogits", dlogits));
+  if (!std::isfinite(grad_scale)) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", static_cast<double>(grad_scale));
+    return error(StatusCode::invalid_argument,
+                 std::string(op) + ": grad_scale " + text + " is not finite");
+  }
+  return Status::success();
+}
 
-Status cross_entropy_forward(const Tensor& logits, std::span<const std::int32_t> targets,
-                             float& loss) {
-  const OpTimer timer(KernelOp::cross_entropy_forward);
-  SPW_TRY(check_logits("cross_entropy_forward", logits, targets));
+// -log softmax(x)[target] of one row: log Σ exp(x - max) + max - x[target], where the sum
+// s >= 1 keeps the log finite. With `dx` the row's gradient grad_scale · (softmax(x) -
+// onehot(target)) is written too: the exponentials go into dx and are scaled once their sum
+// is known, so exp runs once per element, and dx may be x since each element is read before
+// it is written.
+inline double row_loss(const float* x, std::int64_t classes, std::int32_t target, float* dx,
+                       float grad_scale) {
+  const float mx = row_max(x, classes);
+  const float at_target = x[target];  // read before dx, which may be x, overwrites it
+  float s = 0.0f;
+  if (dx == nullptr) {
+#pragma omp simd reduction(+ : s)
+    for (std::int64_t j = 0; j < classes; ++j) s += vecmath::exp(x[j] - mx);
+  } else {
+#pragma omp simd reduction(+ : s)
+    for (std::int64_t j = 0; j < classes; ++j) {
+      const float e = vecmath::exp(x[j] - mx);
+      dx[j] = e;
+      s += e;
+    }
+    const float k = grad_scale / s;
+#pragma omp simd
+    for (std::int64_t j = 0; j < classes; ++j) dx[j] *= k;
+    dx[target] -= grad_scale;
+  }
+  return static_cast<double>(std::log(s) + (mx - at_target));
+}
+
+// Adds the rows' losses to `sum` one block of rows at a time, in order. Blocks depend only
+// on the row count, never on the thread count, so the sum is bit-identical for any thread
+// count, and rows handed over in pieces of whole blocks (a multiple of kMinBlockRows, at most
+// kMinBlockRows * kMaxBlocks rows in all) add up to the bits of the rows handed over at once.
+// With `dlogits`, writes the gradient too (cross_entropy_loss_and_gradient).
+// The caller has checked logits, targets and dlogits.
+void add_row_losses(const Tensor& logits, std::span<const std::int32_t> targets, Tensor* dlogits,
+                    float grad_scale, double& sum) {
   const std::int64_t rows = logits.shape().rows();
   const std::int64_t classes = logits.shape().cols();
   const std::int64_t block_rows =
       std::max(kMinBlockRows, (rows + kMaxBlocks - 1) / kMaxBlocks);
   const std::int64_t blocks = (rows + block_rows - 1) / block_rows;
   const float* x = logits.data();
+  float* dx = dlogits != nullptr ? dlogits->data() : nullptr;
   const std::int32_t* t = targets.data();
   double block_sum[kMaxBlocks];
 
 #pragma omp parallel for schedule(static) num_threads(compute_threads())
   for (std::int64_t blk = 0; blk < blocks; ++blk) {
     const std::int64_t end = std::min(rows, (blk + 1) * block_rows);
-    double sum = 0.0;
+    double block_total = 0.0;
     for (std::int64_t i = blk * block_rows; i < end; ++i) {
-      const float* xr = x + i * classes;
-      const float mx = row_max(xr, classes);
-      float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-      for (std::int64_t j = 0; j < classes; ++j) s += vecmath::exp(xr[j] - mx);
-      // -log softmax[t] = log Σ exp(x - max) + max - x[t]; s >= 1, so the log is finite.
-      sum += static_cast<double>(std::log(s) + (mx - xr[t[i]]));
+      block_total += row_loss(x + i * classes, classes, t[i],
+                              dx != nullptr ? dx + i * classes : nullptr, grad_scale);
     }
-    block_sum[blk] = sum;
+    block_sum[blk] = block_total;
   }
+  for (std::int64_t blk = 0; blk < blocks; ++blk) sum += block_sum[blk];
+}
 
+}  // namespace
+
+Status cross_entropy_forward(const Tensor& logits, std::span<const std::int32_t> targets,
+                             float& loss) {
+  const OpTimer timer(KernelOp::cross_entropy_forward);
+  SPW_TRY(check_logits("cross_entropy_forward", logits, targets));
   double total = 0.0;
-  for (std::int64_t blk = 0; blk < blocks; ++blk) total += block_sum[blk];
-  loss = static_cast<float>(total / static_cast<double>(rows));
+  add_row_losses(logits, targets, nullptr, 0.0f, total);
+  loss = static_cast<float>(total / static_cast<double>(logits.shape().rows()));
+  return Status::success();
+}
+
+Status cross_entropy_add_loss(const Tensor& logits, std::span<const std::int32_t> targets,
+                              double& loss_sum) {
+  const OpTimer timer(KernelOp::cross_entropy_forward);
+  SPW_TRY(check_logits("cross_entropy_add_loss", logits, targets));
+  add_row_losses(logits, targets, nullptr, 0.0f, loss_sum);
+  return Status::success();
+}
+
+Status cross_entropy_loss_and_gradient(const Tensor& logits, std::span<const std::int32_t> targets,
+                                       float grad_scale, Tensor& dlogits, double& loss_sum) {
+  const OpTimer timer(KernelOp::cross_entropy_loss_and_gradient);
+  constexpr const char* kOp = "cross_entropy_loss_and_gradient";
+  SPW_TRY(check_logits(kOp, logits, targets));
+  SPW_TRY(check_dlogits(kOp, logits, dlogits, grad_scale));
+  add_row_losses(logits, targets, &dlogits, grad_scale, loss_sum);
   return Status::success();
 }
 
@@ -115,45 +186,16 @@ Status cross_entropy_backward(const Tensor& logits, std::span<const std::int32_t
   const OpTimer timer(KernelOp::cross_entropy_backward);
   constexpr const char* kOp = "cross_entropy_backward";
   SPW_TRY(check_logits(kOp, logits, targets));
+  SPW_TRY(check_dlogits(kOp, logits, dlogits, grad_scale));
   const std::int64_t rows = logits.shape().rows();
   const std::int64_t classes = logits.shape().cols();
-  if (dlogits.rank() < 2 || dlogits.shape().rows() != rows ||
-      dlogits.shape().cols() != classes) {
-    return error(StatusCode::shape_mismatch,
-                 std::string(kOp) + ": dlogits " + dlogits.shape().to_string() +
-                     " does not fit logits " + logits.shape().to_string() + ": expected " +
-                     Shape{rows, classes}.to_string());
-  }
-  SPW_TRY(check_data(kOp, "dlogits", dlogits));
-  if (!std::isfinite(grad_scale)) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%g", static_cast<double>(grad_scale));
-    return error(StatusCode::invalid_argument,
-                 std::string(kOp) + ": grad_scale " + text + " is not finite");
-  }
   const float* x = logits.data();
   const std::int32_t* t = targets.data();
   float* dx = dlogits.data();
-
+  // Each row's loss comes free with its gradient and is dropped.
 #pragma omp parallel for schedule(static) num_threads(compute_threads())
   for (std::int64_t i = 0; i < rows; ++i) {
-    const float* xr = x + i * classes;
-    float* dr = dx + i * classes;
-    const float mx = row_max(xr, classes);
-    // The exponentials are stored in place of the gradient and scaled once the sum is known:
-    // exp is computed once per element, and logits may be dlogits because each element is
-    // read before it is written.
-    float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-    for (std::int64_t j = 0; j < classes; ++j) {
-      const float e = vecmath::exp(xr[j] - mx);
-      dr[j] = e;
-      s += e;
-    }
-    const float k = grad_scale / s;
-#pragma omp simd
-    for (std::int64_t j = 0; j < classes; ++j) dr[j] *= k;
-    dr[t[i]] -= grad_scale;
+    row_loss(x + i * classes, classes, t[i], dx + i * classes, grad_scale);
   }
   return Status::success();
 }

@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -99,6 +100,20 @@ TEST_P(CrossEntropyMatchesReference, LossGradientAndAccuracy) {
       << "loss " << loss_t << " vs " << loss;
   EXPECT_TRUE(close_normwise(to_double(dlogits), grad, 1e-5)) << "dlogits";
   EXPECT_EQ(correct_t, correct);
+
+  // The chunked head's two: the summed loss (added to what was there) and the fused pass,
+  // in place over a copy of the logits.
+  const double rows = static_cast<double>(c.rows);
+  double added = 1.0;
+  ASSERT_TRUE(ops::cross_entropy_add_loss(logits, targets, added).ok());
+  EXPECT_TRUE(close_normwise({added - 1.0}, {loss * rows}, 1e-5)) << "added " << added;
+  Tensor fused = tensor_from({c.rows, c.classes}, values);
+  double fused_sum = 0.0;
+  ASSERT_TRUE(ops::cross_entropy_loss_and_gradient(fused, targets, static_cast<float>(scale), fused,
+                                                   fused_sum)
+                  .ok());
+  EXPECT_TRUE(close_normwise({fused_sum}, {loss * rows}, 1e-5)) << "fused loss " << fused_sum;
+  EXPECT_TRUE(close_normwise(to_double(fused), grad, 1e-5)) << "fused dlogits";
 }
 
 std::vector<Case> all_cases() {
@@ -225,6 +240,62 @@ TEST(CrossEntropy, MicrobatchGradientsAddUpToTheBatch) {
   }
   EXPECT_TRUE(bitwise_equal(whole, halves));
   EXPECT_NEAR(loss_halves, loss_whole, 1e-6 * loss_whole);
+}
+
+// What lets the head compute its loss a chunk of rows at a time without changing a bit.
+TEST(CrossEntropy, LossAddedInChunksOfWholeBlocksHasTheWholeMatrixsBits) {
+  const std::int64_t rows = 320, classes = 37, chunk = 128;  // chunks of 128, 128 and 64
+  const std::vector<double> values = float_values(rows * classes, 61, -5.0, 5.0);
+  const std::vector<std::int32_t> targets = random_targets(rows, classes, 62);
+  const Tensor logits = tensor_from({rows, classes}, values);
+  float whole = 0;
+  ASSERT_TRUE(ops::cross_entropy_forward(logits, targets, whole).ok());
+
+  const std::span<const std::int32_t> all(targets);
+  double sum = 0;
+  for (std::int64_t first = 0; first < rows; first += chunk) {
+    const std::int64_t count = std::min(chunk, rows - first);
+    const Tensor part = logits.rows(first, count).value();
+    ASSERT_TRUE(ops::cross_entropy_add_loss(part, all.subspan(sz(first), sz(count)), sum).ok());
+  }
+  const auto chunked = static_cast<float>(sum / static_cast<double>(rows));
+  EXPECT_EQ(std::memcmp(&chunked, &whole, sizeof whole), 0) << chunked << " vs " << whole;
+}
+
+TEST(CrossEntropy, FusedPassWritesTheBackwardsGradientBitForBit) {
+  const std::int64_t rows = 70, classes = 300;
+  const std::vector<double> values = float_values(rows * classes, 71, -8.0, 8.0);
+  const std::vector<std::int32_t> targets = random_targets(rows, classes, 72);
+  const Tensor logits = tensor_from({rows, classes}, values);
+  Tensor backward = zeros({rows, classes});
+  ASSERT_TRUE(ops::cross_entropy_backward(logits, targets, 0.01f, backward).ok());
+  Tensor fused = zeros({rows, classes});
+  double sum = 0;
+  ASSERT_TRUE(ops::cross_entropy_loss_and_gradient(logits, targets, 0.01f, fused, sum).ok());
+  EXPECT_TRUE(bitwise_equal(backward, fused));
+  float loss = 0;
+  ASSERT_TRUE(ops::cross_entropy_forward(logits, targets, loss).ok());
+  EXPECT_NEAR(sum / static_cast<double>(rows), loss, 1e-6 * loss);
+}
+
+TEST(CrossEntropy, ChunkOpsNameThemselvesAndLeaveTheSumOnBadInput) {
+  const Tensor logits = zeros({4, 10});
+  const std::vector<std::int32_t> targets = {0, 3, 10, 1};
+  double sum = 2.5;
+  expect_error(ops::cross_entropy_add_loss(logits, targets, sum), StatusCode::invalid_argument,
+               "cross_entropy_add_loss: target 10 at row 2 is out of range [0, 10) of logits "
+               "[4, 10]");
+  Tensor narrow = zeros({4, 9});
+  const std::vector<std::int32_t> good = {0, 3, 9, 1};
+  expect_error(ops::cross_entropy_loss_and_gradient(logits, good, 1.0f, narrow, sum),
+               StatusCode::shape_mismatch,
+               "cross_entropy_loss_and_gradient: dlogits [4, 9] does not fit logits [4, 10]: "
+               "expected [4, 10]");
+  Tensor dlogits = zeros({4, 10});
+  expect_error(ops::cross_entropy_loss_and_gradient(logits, good, std::nanf(""), dlogits, sum),
+               StatusCode::invalid_argument,
+               "cross_entropy_loss_and_gradient: grad_scale nan is not finite");
+  EXPECT_EQ(sum, 2.5);
 }
 
 TEST(CrossEntropy, BitIdenticalAcrossRunsAndThreadCounts) {
