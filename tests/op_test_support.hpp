@@ -1,5 +1,5 @@
-// Shared by op tests: seeded random data, normwise comparison, and central finite
-// differences in double precision.
+// Shared by op and runtime tests: seeded random data, normwise and elementwise comparison,
+// and central finite differences in double precision.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -63,6 +64,18 @@ inline Tensor filled(const Shape& shape, float value) {
 
 inline bool bit_identical(const Tensor& a, const Tensor& b) {
   return a.numel() == b.numel() && std::memcmp(a.data(), b.data(), a.bytes()) == 0;
+}
+
+// The largest |a[i] - b[i]| over the largest |b[i]|: how far two runs' values are apart for
+// their scale (absolute where b is all zeros). Vectors of different sizes are infinitely far.
+inline double max_relative(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return std::numeric_limits<double>::infinity();
+  double diff = 0, scale = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::abs(static_cast<double>(a[i]) - b[i]));
+    scale = std::max(scale, std::abs(static_cast<double>(b[i])));
+  }
+  return scale > 0 ? diff / scale : diff;
 }
 
 inline std::vector<double> to_double(const Tensor& t) {

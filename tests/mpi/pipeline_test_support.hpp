@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/memory_ledger.hpp"
+#include "op_test_support.hpp"
 #include "runtime/pipeline_executor.hpp"
 #include "runtime/train_command.hpp"
 #include "runtime/trainer.hpp"
@@ -244,14 +245,7 @@ inline std::size_t cap_that_needs_offload(const Outcome& free_run) {
   return static_cast<std::size_t>(cap);
 }
 
-inline double max_relative(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, scale = 0;
-  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    diff = std::max(diff, std::abs(static_cast<double>(a[i]) - b[i]));
-    scale = std::max(scale, std::abs(static_cast<double>(b[i])));
-  }
-  return scale > 0 ? diff / scale : diff;
-}
+using testing::max_relative;
 
 // GoogleTest names for schedule parameters ("zb-h1" -> "zb_h1").
 inline std::string schedule_test_name(const ::testing::TestParamInfo<std::string>& param) {

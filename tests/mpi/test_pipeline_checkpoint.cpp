@@ -153,15 +153,6 @@ Outcome trainer(TrainSettings settings, const std::string& resume_from, int step
   return out;
 }
 
-double max_relative(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, scale = 0;
-  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    diff = std::max(diff, std::abs(static_cast<double>(a[i]) - b[i]));
-    scale = std::max(scale, std::abs(static_cast<double>(b[i])));
-  }
-  return scale > 0 ? diff / scale : diff;
-}
-
 void expect_close(const Weights& got, const Weights& want, const std::string& where) {
   ASSERT_EQ(got.size(), want.size()) << where;
   for (const auto& [name, values] : want) {

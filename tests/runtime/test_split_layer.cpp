@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "op_test_support.hpp"
 #include "runtime/gpt_blocks.hpp"
 #include "runtime/gpt_split_layer.hpp"
 #include "runtime/job_config.hpp"
@@ -41,15 +42,7 @@ Tensor random_tensor(const Shape& shape, const char* stream) {
 
 std::vector<float> values(const Tensor& t) { return {t.data(), t.data() + t.numel()}; }
 
-double max_relative(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double diff = 0, scale = 0;
-  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    diff = std::max(diff, std::abs(static_cast<double>(a[i]) - b[i]));
-    scale = std::max(scale, std::abs(static_cast<double>(b[i])));
-  }
-  return scale > 0 ? diff / scale : diff;
-}
+using testing::max_relative;
 
 // Rows of a [3d, d] qkv weight (or [3d] bias, cols 1) that heads [first, first + count) use.
 std::vector<float> qkv_rows(const Tensor& t, std::int64_t d, std::int64_t hd, std::int64_t first,

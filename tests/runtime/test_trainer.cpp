@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/memory_ledger.hpp"
+#include "op_test_support.hpp"
 #include "runtime/job_config.hpp"
 #include "runtime/model.hpp"
 #include "runtime/parameter_store.hpp"
@@ -57,14 +58,7 @@ TrainedRun train(const TrainSettings& settings, std::int64_t steps, Trainer* reu
   return run;
 }
 
-double max_relative(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, scale = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    diff = std::max(diff, std::abs(static_cast<double>(a[i]) - b[i]));
-    scale = std::max(scale, std::abs(static_cast<double>(b[i])));
-  }
-  return scale > 0 ? diff / scale : diff;
-}
+using testing::max_relative;
 
 // SGD, because its update is linear in the gradient: AdamW divides by sqrt(v), which turns
 // the rounding noise of gradients that are exactly zero in exact arithmetic (the key bias:
