@@ -310,6 +310,10 @@ sched::PlanRequest plan_request(const TrainSettings& settings, sched::ModelProfi
     request.memory_cap_bytes = static_cast<std::int64_t>(*settings.memory_cap);
   }
   request.layout = layout_choice(settings.layout);
+  // The chunked head's forward adds to its weight gradient, which PipeFB keeps elsewhere.
+  if (settings.model.kind == "gpt" && settings.model.gpt.head_chunk_rows > 0) {
+    request.layout = sched::LayoutChoice::classic;
+  }
   request.offload.choose = settings.offload.tier == OffloadTier::automatic;
   request.offload.bandwidth = bandwidth;
   // The job's own tier is how the run will offload, so every plan is priced with it. The

@@ -35,6 +35,9 @@ struct MicrobatchData {
   // d(step loss)/d(this microbatch's summed per-position losses): 1 / positions in the
   // whole batch, so that microbatches add up to the batch mean.
   float grad_scale = 1.0f;
+  // A backward of this microbatch follows (training), so a block may start on its gradients
+  // in the forward (Block::accumulates_in_forward); false for evaluations and sampling.
+  bool backward_follows = false;
 
   std::int64_t rows() const { return samples * seq; }
 };
@@ -60,6 +63,10 @@ class Block {
   virtual Shape output_shape(const MicrobatchData& mb) const = 0;
   virtual bool reads_data() const { return false; }    // first block: input from the data
   virtual bool computes_loss() const { return false; } // last block: output is the loss
+  // The forward of a microbatch with backward_follows adds to the parameter gradients (the
+  // chunked GPT head): whoever zeroes gradients per step must do so before such a forward,
+  // and that forward must run where the gradients are kept.
+  virtual bool accumulates_in_forward() const { return false; }
   // The class scores of the last forward kept in `state`, for loss blocks (accuracy).
   virtual const Tensor* logits(const BlockState&) const { return nullptr; }
   // Fills parameters from `seed` (each parameter from its own stream keyed by its name, so

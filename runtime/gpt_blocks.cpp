@@ -1,5 +1,6 @@
 #include "runtime/gpt_blocks.hpp"
 
+#include <algorithm>
 #include <span>
 
 #include "kernels/ops/attention.hpp"
@@ -169,6 +170,7 @@ class TransformerBlock final : public Block {
 };
 
 // logits = head(LN_f(x)); loss = mean cross-entropy over the microbatch's positions.
+// With shape.head_chunk_rows the logits are computed a chunk of rows at a time (gpt_blocks.hpp).
 class GptHead final : public Block {
  public:
   explicit GptHead(const GptShape& shape) : shape_(shape) {}
@@ -184,8 +186,11 @@ class GptHead final : public Block {
   std::vector<NamedParameter> parameters() override { return params_.named(); }
   Shape output_shape(const MicrobatchData&) const override { return {}; }
   bool computes_loss() const override { return true; }
+  bool accumulates_in_forward() const override { return chunked(); }
   const Tensor* logits(const BlockState& state) const override {
-    return state.saved.slot_count() > kLogits ? &state.saved.at(kLogits) : nullptr;
+    // Chunked, the head keeps no logits.
+    if (chunked() || state.saved.slot_count() <= kLogits) return nullptr;
+    return &state.saved.at(kLogits);
   }
 
   Status init_parameters(std::uint64_t seed) override {
@@ -203,9 +208,10 @@ class GptHead final : public Block {
     SPW_ASSIGN_OR_RETURN(Tensor * ln, s.get(kLn, {n, d}));
     SPW_ASSIGN_OR_RETURN(Tensor * mean, s.get(kMean, {n}));
     SPW_ASSIGN_OR_RETURN(Tensor * rstd, s.get(kRstd, {n}));
-    SPW_ASSIGN_OR_RETURN(Tensor * logits, s.get(kLogits, {n, shape_.vocab}));
     SPW_TRY(ops::layernorm_forward(*input, params_.value(lnf_w_), params_.value(lnf_b_),
                                    shape_.ln_eps, *ln, *mean, *rstd));
+    if (chunked()) return forward_in_chunks(mb, *ln, state, loss);
+    SPW_ASSIGN_OR_RETURN(Tensor * logits, s.get(kLogits, {n, shape_.vocab}));
     SPW_TRY(ops::linear_forward(*ln, params_.value(head_w_), nullptr, *logits));
     float mean_loss = 0;
     SPW_TRY(ops::cross_entropy_forward(*logits, tokens_of(mb, mb.targets), mean_loss));
@@ -215,8 +221,13 @@ class GptHead final : public Block {
 
   Status backward_input(const MicrobatchData& mb, const Tensor* input, const Tensor*,
                         Tensor* dinput, BlockState& state) override {
-    const std::int64_t n = mb.rows(), d = shape_.d_model;
     Stash& s = state.saved;
+    if (chunked()) {
+      SPW_ASSIGN_OR_RETURN(const Tensor* dln, gradient_from_forward(mb, state));
+      return ops::layernorm_backward_input(*dln, *input, params_.value(lnf_w_), s.at(kMean),
+                                           s.at(kRstd), *dinput);
+    }
+    const std::int64_t n = mb.rows(), d = shape_.d_model;
     SPW_ASSIGN_OR_RETURN(Tensor * dln, state.grads.get(kDln, {n, d}));
     // The logits' gradient takes their place in the stash, where backward_weight reads it:
     // nothing reads the logits after this, and [rows, vocab] is the largest tensor a GPT
@@ -230,23 +241,82 @@ class GptHead final : public Block {
                                          s.at(kRstd), *dinput);
   }
 
-  Status backward_weight(const MicrobatchData&, const Tensor* input, const Tensor*,
+  Status backward_weight(const MicrobatchData& mb, const Tensor* input, const Tensor*,
                          BlockState& state) override {
     Stash& s = state.saved;
-    SPW_TRY(ops::linear_backward_weight(s.at(kLogits), s.at(kLn), params_.grad(head_w_),
-                                        nullptr));  // the logits' gradient, since backward_input
-    return ops::layernorm_backward_weight(state.grads.at(kDln), *input, s.at(kMean),
-                                          s.at(kRstd), params_.grad(lnf_w_),
-                                          params_.grad(lnf_b_));
+    const Tensor* dln = nullptr;
+    if (chunked()) {
+      SPW_ASSIGN_OR_RETURN(dln, gradient_from_forward(mb, state));  // head.weight's is done
+    } else {
+      SPW_TRY(ops::linear_backward_weight(s.at(kLogits), s.at(kLn), params_.grad(head_w_),
+                                          nullptr));  // the logits' gradient, since backward_input
+      dln = &state.grads.at(kDln);
+    }
+    return ops::layernorm_backward_weight(*dln, *input, s.at(kMean), s.at(kRstd),
+                                          params_.grad(lnf_w_), params_.grad(lnf_b_));
   }
 
  private:
-  enum SavedSlot : std::size_t { kLn, kMean, kRstd, kLogits };  // kLogits: then their gradient
+  // Unchunked, kLogits holds the logits, then their gradient. Chunked, a training forward
+  // leaves the gradient at LN_f's output in kDlnFromForward and nothing else of [rows, ...].
+  enum SavedSlot : std::size_t { kLn, kMean, kRstd, kLogits, kDlnFromForward = kLogits };
   enum GradSlot : std::size_t { kDln };
+
+  bool chunked() const { return shape_.head_chunk_rows > 0; }
+
+  // A chunk of rows at a time through a [chunk, vocab] buffer: the loss and, when a backward
+  // follows, the logits' gradient in place, LN_f's output gradient for the backward and
+  // head.weight's gradient (added now: nothing of the chunk is left to add it from later).
+  Status forward_in_chunks(const MicrobatchData& mb, const Tensor& ln, BlockState& state,
+                           double* loss) {
+    const std::int64_t n = mb.rows(), d = shape_.d_model;
+    const std::int64_t chunk = std::min(shape_.head_chunk_rows, n);
+    SPW_ASSIGN_OR_RETURN(Tensor * buffer, scratch_.get(0, {chunk, shape_.vocab}, FirstTouch::none));
+    Tensor* dln = nullptr;
+    if (mb.backward_follows) {
+      SPW_ASSIGN_OR_RETURN(dln, state.saved.get(kDlnFromForward, {n, d}, FirstTouch::none));
+    }
+    const std::span<const std::int32_t> targets = tokens_of(mb, mb.targets);
+    const Tensor& weight = params_.value(head_w_);
+    double loss_sum = 0;
+    for (std::int64_t first = 0; first < n; first += chunk) {
+      const std::int64_t rows = std::min(chunk, n - first);
+      SPW_ASSIGN_OR_RETURN(const Tensor x, ln.rows(first, rows));
+      SPW_ASSIGN_OR_RETURN(Tensor logits, buffer->rows(0, rows));
+      const std::span<const std::int32_t> chunk_targets =
+          targets.subspan(static_cast<std::size_t>(first), static_cast<std::size_t>(rows));
+      SPW_TRY(ops::linear_forward(x, weight, nullptr, logits));
+      if (dln == nullptr) {
+        SPW_TRY(ops::cross_entropy_add_loss(logits, chunk_targets, loss_sum));
+        continue;
+      }
+      SPW_TRY(ops::cross_entropy_loss_and_gradient(logits, chunk_targets, mb.grad_scale, logits,
+                                                   loss_sum));
+      SPW_ASSIGN_OR_RETURN(Tensor dx, dln->rows(first, rows));
+      SPW_TRY(ops::linear_backward_input(logits, weight, dx));
+      SPW_TRY(ops::linear_backward_weight(logits, x, params_.grad(head_w_), nullptr));
+    }
+    if (loss) *loss = static_cast<double>(static_cast<float>(loss_sum / static_cast<double>(n)));
+    return Status::success();
+  }
+
+  Result<const Tensor*> gradient_from_forward(const MicrobatchData& mb, BlockState& state) {
+    const Stash& s = state.saved;
+    if (s.slot_count() <= kDlnFromForward ||
+        s.at(kDlnFromForward).shape() != Shape{mb.rows(), shape_.d_model}) {
+      return error(StatusCode::invalid_argument,
+                   name_ +
+                       ": a backward after a forward that was not told one follows "
+                       "(MicrobatchData::backward_follows): with model.head_chunk_rows the "
+                       "head computes its gradient in the forward");
+    }
+    return &s.at(kDlnFromForward);
+  }
 
   GptShape shape_;
   std::string name_ = "head";
   ParameterStore params_;
+  Stash scratch_{MemoryCategory::workspace};  // the chunked head's [chunk, vocab] buffer
   std::size_t lnf_w_ = 0, lnf_b_ = 0, head_w_ = 0;
 };
 

@@ -20,6 +20,14 @@ struct GptShape {
   std::int64_t seq = 128;
   std::int64_t vocab = 256;
   float ln_eps = 1e-5f;
+  // 0: the head keeps a microbatch's [rows, vocab] logits from its forward to its backward.
+  // N > 0: it computes them N rows at a time, and in a training forward (backward_follows)
+  // also their gradient, its input gradient and its weight gradient, so that no [rows, vocab]
+  // tensor outlives a chunk: a buffer of [N, vocab] replaces a stash of [rows, vocab] per
+  // microbatch in flight, at no extra flops (the fused linear cross-entropy of Liger-Kernel).
+  // The weight gradient is then complete after the forward, so the forward and backward of
+  // the head's stage must run on one rank (not PipeFB).
+  std::int64_t head_chunk_rows = 0;
 };
 
 Result<std::unique_ptr<Block>> make_gpt_embedding(const GptShape& shape);

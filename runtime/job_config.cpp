@@ -259,6 +259,7 @@ Status read_model(const JobReader& r, ModelConfig& model) {
   SPW_TRY(r.read_integer("model.seq", model.seq, 1));
   SPW_TRY(r.read_integer("model.vocab", model.vocab, 1));
   SPW_TRY(r.read_number("model.ln_eps", model.ln_eps, Bound::positive));
+  SPW_TRY(r.read_integer("model.head_chunk_rows", model.head_chunk_rows, 0));
   if (model.d_model % model.heads != 0) {
     return r.fail_at({"model.d_model", "model.heads"},
                      "'model.d_model' (" + std::to_string(model.d_model) +
@@ -467,6 +468,17 @@ Status check_split_layers_auto(const JobReader& r, const ModelConfig& model,
                    "parallel.stages = \"auto\" or list the [layer, heads] pairs to split");
 }
 
+// PipeFB runs a stage's backward on another rank than its forward, and the chunked head
+// leaves its weight gradient on the forward's.
+Status check_head_chunks(const JobReader& r, const ModelConfig& model,
+                         const ParallelConfig& parallel) {
+  if (model.head_chunk_rows == 0 || parallel.layout != Layout::pipefb) return Status::success();
+  return r.fail_at({"model.head_chunk_rows", "parallel.layout"},
+                   "model.head_chunk_rows computes the head's weight gradient in its forward, "
+                   "and parallel.layout = \"pipefb\" runs the head's backward on another rank: "
+                   "set parallel.layout = \"classic\" or \"auto\", or model.head_chunk_rows = 0");
+}
+
 Status read_offload(const JobReader& r, const ParallelConfig& parallel, OffloadConfig& offload) {
   SPW_TRY(r.read_enum("offload.tier", kOffloadTiers, offload.tier));
   // The planner chooses the offload together with the layout; for a layout given by hand
@@ -550,6 +562,7 @@ Result<JobConfig> parse_job(std::string_view text, const std::string& source_nam
   SPW_TRY(read_eval(reader, config.data, config.eval));
   SPW_TRY(read_parallel(reader, config.parallel));
   SPW_TRY(check_split_layers_auto(reader, config.model, config.parallel));
+  SPW_TRY(check_head_chunks(reader, config.model, config.parallel));
   SPW_TRY(read_offload(reader, config.parallel, config.offload));
   SPW_TRY(read_memory(reader, config.memory));
   SPW_TRY(read_output(reader, config.eval, config.output));

@@ -55,6 +55,9 @@ struct ModelConfig {
   // gave for a token file.
   int vocab = 256;
   double ln_eps = 1e-5;
+  // 0: the head keeps each microbatch's logits; N: computes them N rows at a time and its
+  // gradient in its forward (GptShape::head_chunk_rows). Not with parallel.layout = "pipefb".
+  int head_chunk_rows = 0;
   // [layer, front heads] pairs, by layer: each such layer becomes two blocks, LN1 with its
   // first heads, then the rest, so that a stage boundary can fall between them.
   std::vector<std::array<int, 2>> split_layers;

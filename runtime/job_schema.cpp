@@ -34,7 +34,8 @@ bool close_enough(std::string_view typed, std::string_view known) {
 const std::vector<SectionSchema>& schema() {
   static const std::vector<SectionSchema> sections = {
       {"model",
-       {"kind", "layers", "d_model", "heads", "seq", "vocab", "ln_eps", "split_layers", "dims"}},
+       {"kind", "layers", "d_model", "heads", "seq", "vocab", "ln_eps", "head_chunk_rows",
+        "split_layers", "dims"}},
       {"data", {"source", "path", "holdout", "token_bytes"}},
       {"train",
        {"batch", "microbatches", "steps", "epochs", "optimizer", "lr", "momentum", "beta1", "beta2",

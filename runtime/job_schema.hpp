@@ -16,8 +16,8 @@ struct SectionSchema {
 const std::vector<SectionSchema>& schema();
 
 // The model keys that only a gpt has.
-inline constexpr std::string_view kGptOnlyKeys[] = {"layers", "d_model", "heads",       "seq",
-                                                    "vocab",  "ln_eps",  "split_layers"};
+inline constexpr std::string_view kGptOnlyKeys[] = {
+    "layers", "d_model", "heads", "seq", "vocab", "ln_eps", "head_chunk_rows", "split_layers"};
 
 // nullptr for a section the schema does not have.
 const SectionSchema* find_section(std::string_view name);

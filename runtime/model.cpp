@@ -110,13 +110,21 @@ std::string ModelSpec::describe() const {
   if (kind == "gpt") {
     return "gpt layers=" + std::to_string(gpt.layers) + " d_model=" + std::to_string(gpt.d_model) +
            " heads=" + std::to_string(gpt.heads) + " seq=" + std::to_string(gpt.seq) +
-           " vocab=" + std::to_string(gpt.vocab) + splits_text();
+           " vocab=" + std::to_string(gpt.vocab) + head_text() + splits_text();
   }
   std::string text = kind + " dims=";
   for (std::size_t i = 0; i < dims.size(); ++i) {
     if (i > 0) text += '-';
     text += std::to_string(dims[i]);
   }
+  return text;
+}
+
+// The chunked head runs its passes at other costs, so a profile of one is not the other's.
+std::string ModelSpec::head_text() const {
+  if (gpt.head_chunk_rows == 0) return "";
+  std::string text = " head_chunk_rows=";
+  text += std::to_string(gpt.head_chunk_rows);
   return text;
 }
 

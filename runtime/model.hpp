@@ -32,7 +32,8 @@ struct ModelSpec {
   // blocks "blocks.3.front" and "blocks.3.back"; "layers.0", ...).
   std::vector<std::string> block_names() const;
   // What a profile is taken of: "gpt layers=8 d_model=256 heads=8 seq=128 vocab=256",
-  // with " split=4:1" (layer:front heads) when layers are split; "mlp dims=784-1024-10".
+  // with " head_chunk_rows=256" when the head is chunked and " split=4:1" (layer:front
+  // heads) when layers are split; "mlp dims=784-1024-10".
   std::string describe() const;
   // Positions per sample (gpt: seq; mlp: 1) and elements of the input per sample.
   std::int64_t positions_per_sample() const { return kind == "gpt" ? gpt.seq : 1; }
@@ -41,6 +42,7 @@ struct ModelSpec {
   Shape activation_shape(std::int64_t block, const MicrobatchData& mb) const;
 
  private:
+  std::string head_text() const;
   std::string splits_text() const;
 };
 
@@ -57,6 +59,7 @@ class Model {
   std::int64_t first_block() const { return first_; }
   std::size_t size() const { return blocks_.size(); }
   Block& block(std::size_t i) { return *blocks_[i]; }
+  const Block& block(std::size_t i) const { return *blocks_[i]; }
 
   std::vector<NamedParameter> parameters();
   std::size_t parameter_count();

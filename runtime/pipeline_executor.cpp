@@ -102,6 +102,15 @@ Status PipelineExecutor::setup(const PipelineSettings& settings, MPI_Comm world)
     SPW_ASSIGN_OR_RETURN(schedule_, sched::insert_offload(schedule_, policy));
   }
   stages_.emplace(schedule_);  // schedule_ is final from here on
+  // Decided alike on every rank, before the collectives below.
+  const int last_stage = l.stage_count() - 1;
+  if (train.model.kind == "gpt" && train.model.gpt.head_chunk_rows > 0 &&
+      schedule_.forward_rank_of(last_stage) != schedule_.backward_rank_of(last_stage)) {
+    return error(StatusCode::unsupported,
+                 "model.head_chunk_rows computes the head's weight gradient in its forward, and "
+                 "this layout (PipeFB) runs the head's backward on another rank: use a classic "
+                 "layout, or model.head_chunk_rows = 0");
+  }
   const auto rank_list = static_cast<std::size_t>(pipeline_rank_);
   training_ = program_for(schedule_.lists[rank_list]);
   training_.sums_loss = true;
@@ -258,7 +267,8 @@ PipelineExecutor::Program PipelineExecutor::program_for(std::vector<sched::Instr
   return program;
 }
 
-Status PipelineExecutor::load_microbatches(const BatchSource& source, std::int64_t step) {
+Status PipelineExecutor::load_microbatches(const BatchSource& source, std::int64_t step,
+                                           bool training) {
   const PipelineLayout& l = layout();
   const std::int64_t micro = l.microbatch_samples;
   const std::int64_t positions = settings_.train.model.positions_per_sample();
@@ -278,6 +288,7 @@ Status PipelineExecutor::load_microbatches(const BatchSource& source, std::int64
       mb.seq = positions;
     }
     mb.grad_scale = scale;
+    mb.backward_follows = training;
     microbatches_[i] = mb;
   }
   return Status::success();
@@ -305,6 +316,9 @@ Status PipelineExecutor::forward(int mb, int chunk) {
   Model& model = *chunks_[static_cast<std::size_t>(chunk)];
   const MicrobatchData& data = microbatches_[static_cast<std::size_t>(mb)];
   SPW_ASSIGN_OR_RETURN(Tensor * input, chunk_input(*s, chunk, mb));
+  if (data.backward_follows && accumulates_in_forward(chunk)) {
+    SPW_TRY(zero_stale_grads(chunk, nullptr).status());
+  }
   for (std::size_t b = 0; b < model.size(); ++b) {
     Block& block = model.block(b);
     const Shape shape = block.output_shape(data);
@@ -417,6 +431,14 @@ Result<bool> PipelineExecutor::zero_stale_grads(int chunk,
     if (parameters[zeroed].grad != nullptr) parameters[zeroed].grad->fill(0.0f);
   }
   zeroed = kGradsZeroed;
+  return false;
+}
+
+bool PipelineExecutor::accumulates_in_forward(int chunk) const {
+  const Model& model = *chunks_[static_cast<std::size_t>(chunk)];
+  for (std::size_t b = 0; b < model.size(); ++b) {
+    if (model.block(b).accumulates_in_forward()) return true;
+  }
   return false;
 }
 
@@ -584,7 +606,7 @@ Status PipelineExecutor::run_step(StepResult& result) {
   // here: on the first rank this would delay the step's first forward, which every other rank
   // waits for.
   grads_zeroed_.assign(chunks_.size(), 0);
-  SPW_TRY(load_microbatches(*data_, step_));
+  SPW_TRY(load_microbatches(*data_, step_, true));
   SPW_TRY(run_program(training_, "step", step));
   current_.span_s = now() - step_start_;
   current_.allocated_bytes =
@@ -699,7 +721,7 @@ Result<double> PipelineExecutor::evaluate(int batches) {
   double share = 0;
   Status status;
   for (int k = 0; k < batches && status.ok(); ++k) {
-    status = load_microbatches(*evaluation_data_, k);
+    status = load_microbatches(*evaluation_data_, k, false);
     if (status.ok()) {
       evaluation_batch_ = k + 1;
       status = run_program(evaluation_, "evaluation batch", k + 1);

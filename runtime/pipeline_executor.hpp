@@ -189,8 +189,9 @@ class PipelineExecutor {
   static Program program_for(std::vector<sched::Instruction> list);
 
   Status setup(const PipelineSettings& settings, MPI_Comm world);
-  // Fills the microbatches of this replica's share of batch `step` of `source`.
-  Status load_microbatches(const BatchSource& source, std::int64_t step);
+  // Fills the microbatches of this replica's share of batch `step` of `source`, for a training
+  // step (`training`: a backward follows each forward) or an evaluation.
+  Status load_microbatches(const BatchSource& source, std::int64_t step, bool training);
   // Runs `program` to its end and waits for its sends. Errors name the pass ("step 12"),
   // built only then: a step's path allocates nothing for it.
   Status run_program(const Program& program, const char* pass, std::int64_t number);
@@ -207,6 +208,9 @@ class PipelineExecutor {
   // `requests` complete; returns the seconds it spent zeroing.
   Result<double> zero_grads_while_waiting(std::vector<MPI_Request>& requests);
   Result<bool> zero_stale_grads(int chunk, std::vector<MPI_Request>* until_arrived);
+  // A block of the chunk adds to its gradients in a training forward (the chunked head), so
+  // the step's first forward must find them zeroed.
+  bool accumulates_in_forward(int chunk) const;
   Status post_receives_through(std::size_t receive_index, std::size_t needed);
   Status reduce_grads(int chunk);
   Status optimizer_step();

@@ -72,7 +72,9 @@ std::vector<Tensor*> PipelineExecutor::stash_tensors(Slot& s, int chunk) {
 // the caller reads and then hands back with return_placeholder(): what a stash holds is
 // known only once a forward has filled one.
 Result<PipelineExecutor::Slot*> PipelineExecutor::placeholder_forward(int chunk) {
-  SPW_TRY(load_microbatches(*data_, step_));
+  // A training forward: its stash is what is measured and laid out. One that adds to the
+  // gradients (the chunked head) adds garbage, which the next step zeroes before its forward.
+  SPW_TRY(load_microbatches(*data_, step_, true));
   SPW_ASSIGN_OR_RETURN(Slot * s, slot(chunk, 0));
   Model& model = *chunks_[static_cast<std::size_t>(chunk)];
   const MicrobatchData& data = microbatches_[0];

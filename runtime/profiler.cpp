@@ -56,6 +56,7 @@ Result<MicrobatchData> profiled_microbatch(BatchSource& data, const ModelSpec& s
   SPW_TRY(data.fill(0, 0, samples, samples, buffers));
   MicrobatchData mb = buffers.view(samples, spec.positions_per_sample());
   mb.grad_scale = static_cast<float>(1.0 / static_cast<double>(mb.rows()));
+  mb.backward_follows = true;  // its passes are timed as training runs them
   return mb;
 }
 

@@ -46,6 +46,9 @@ Status run_sample_command(const SampleCommand& command) {
   job.train.init_from = command.checkpoint;
   SPW_ASSIGN_OR_RETURN(TrainSettings settings, train_settings_from(job));
   settings.inference_only = true;
+  // The sampler reads the logits, which a chunked head does not keep; one window's logits
+  // are small.
+  settings.model.gpt.head_chunk_rows = 0;
   ThreadRequest threads;
   threads.threads = job.threads.count;
   SPW_TRY(setup_threads(threads).status());

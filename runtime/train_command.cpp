@@ -28,6 +28,7 @@ ModelSpec model_spec_from(const ModelConfig& model) {
   spec.gpt.seq = model.seq;
   spec.gpt.vocab = model.vocab;
   spec.gpt.ln_eps = static_cast<float>(model.ln_eps);
+  spec.gpt.head_chunk_rows = model.head_chunk_rows;
   spec.dims.assign(model.dims.begin(), model.dims.end());
   for (const auto& [layer, heads] : model.split_layers) spec.splits.push_back({layer, heads});
   return spec;

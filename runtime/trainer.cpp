@@ -76,7 +76,8 @@ Status Trainer::forward(const MicrobatchData& mb, double& loss, std::vector<Tens
   return Status::success();
 }
 
-Status Trainer::forward_backward(const MicrobatchData& mb, double& loss) {
+Status Trainer::forward_backward(MicrobatchData mb, double& loss) {
+  mb.backward_follows = true;
   const std::size_t blocks = model_->size();
   std::vector<Tensor*> outputs;
   std::vector<Tensor*> output_grads(blocks, nullptr);
@@ -190,6 +191,11 @@ Result<const Tensor*> Trainer::logits(const MicrobatchData& mb) {
   double loss = 0;
   SPW_TRY(forward(mb, loss, outputs));
   const Tensor* scores = model_->block(model_->size() - 1).logits(states_.back());
+  if (scores == nullptr && settings_.model.gpt.head_chunk_rows > 0) {
+    return error(StatusCode::unsupported,
+                 "this gpt's head is chunked (model.head_chunk_rows) and keeps no logits: build "
+                 "the trainer with head_chunk_rows = 0 to read them");
+  }
   if (scores == nullptr) {
     return error(StatusCode::unsupported, "this model does not produce class scores");
   }

@@ -88,7 +88,7 @@ class Trainer {
 
  private:
   Trainer() = default;
-  Status forward_backward(const MicrobatchData& mb, double& loss);
+  Status forward_backward(MicrobatchData mb, double& loss);
   // The forwards of every block into the activation stash; `outputs` gets each block's
   // output (nullptr for the loss block).
   Status forward(const MicrobatchData& mb, double& loss, std::vector<Tensor*>& outputs);

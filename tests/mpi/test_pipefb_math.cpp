@@ -118,6 +118,20 @@ TEST(PipeFb, OffloadOnTheBackwardRanksChangesNothingButMemory) {
   }
 }
 
+// The chunked head adds to its weight gradient in its forward, on PipeFB's forward rank,
+// where no gradient is kept: every rank refuses the job before its first step.
+TEST(PipeFb, AChunkedHeadIsRefusedOnEveryRank) {
+  TrainSettings settings = tiny_gpt(4);
+  settings.model.gpt.head_chunk_rows = 24;
+  const Outcome run = pipeline(settings, "pipefb", 1, 1);
+  if (world_rank() != 0) return;
+  EXPECT_FALSE(run.ok);
+  EXPECT_EQ(run.error,
+            "model.head_chunk_rows computes the head's weight gradient in its forward, and this "
+            "layout (PipeFB) runs the head's backward on another rank: use a classic layout, or "
+            "model.head_chunk_rows = 0");
+}
+
 TEST(PipeFb, ARankCountThatCannotHostTheLayoutIsNamed) {
   // Three ranks: PipeFB with 2 stages needs 4.
   if (world_size() < 4) GTEST_SKIP() << "needs 4 ranks to try 3";

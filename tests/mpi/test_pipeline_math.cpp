@@ -158,6 +158,32 @@ TEST_P(PipelineMath, KeepsTheTrainersBitsWithALayerSplitAcrossTheBoundary) {
   expect_same(run, reference(settings), shape.R, schedule + " P=2 m=4, layer 2 split");
 }
 
+// The chunked head (model.head_chunk_rows) adds to head.weight's gradient in its forward, so
+// the executor must zero the last step's gradients before the step's first forward, and an
+// evaluation's forwards must add nothing. With the trainer's chunks (24 rows of each 32-row
+// microbatch, then 8) the pipeline keeps the trainer's bits, evaluations included.
+TEST_P(PipelineMath, KeepsTheTrainersBitsWithAChunkedHead) {
+  const std::string schedule = GetParam();
+  for (Shape shape : shapes_that_fit()) {
+    if (!runnable(schedule, shape.P, 4)) continue;
+    TrainSettings settings = tiny_gpt(4 * shape.R);
+    settings.model.gpt.head_chunk_rows = 24;
+    const Outcome run = pipeline(settings, schedule, shape.P, shape.R, {}, 1);
+    if (world_rank() != 0) continue;
+    const std::string where = schedule + " P=" + std::to_string(shape.P) +
+                              " R=" + std::to_string(shape.R) + " m=4, head in chunks of 24";
+    const Outcome ref = reference(settings, 1);
+    expect_same(run, ref, shape.R, where);
+    ASSERT_EQ(run.eval_loss.size(), 3u) << where;
+    for (std::size_t i = 0; i < 3; ++i) {
+      EXPECT_NEAR(run.eval_loss[i], ref.eval_loss[i], 1e-5 * ref.eval_loss[i]) << where;
+    }
+    if (shape.R == 1) {
+      EXPECT_EQ(run.eval_loss, ref.eval_loss) << where;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Schedules, PipelineMath,
                          ::testing::Values("gpipe", "1f1b", "interleaved", "zb-h1"),
                          schedule_test_name);

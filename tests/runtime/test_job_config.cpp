@@ -532,6 +532,28 @@ TEST(JobConfigRanges, SplitLayersAutoIsThePlannersAndNeedsPlannedStages) {
             "parallel.stages = \"auto\" or list the [layer, heads] pairs to split");
 }
 
+TEST(JobConfigRanges, HeadChunkRows) {
+  Result<JobConfig> job = parse("[model]\nhead_chunk_rows = 256\n" + kTrain);
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  EXPECT_EQ(job->model.head_chunk_rows, 256);
+  auto settings = train_settings_from(*job);
+  ASSERT_TRUE(settings.ok());
+  EXPECT_EQ(settings->model.gpt.head_chunk_rows, 256);
+  EXPECT_EQ(settings->model.describe(),
+            "gpt layers=8 d_model=256 heads=8 seq=128 vocab=256 head_chunk_rows=256");
+  EXPECT_EQ(to_json(*job)["model"]["head_chunk_rows"], 256);
+  EXPECT_EQ(parse(kTrain)->model.head_chunk_rows, 0);  // the logits kept, as before
+  EXPECT_EQ(error_of("[model]\nhead_chunk_rows = -1\n" + kTrain),
+            "job.toml:2: 'model.head_chunk_rows' must be at least 0, got -1");
+  EXPECT_EQ(error_of("[model]\nkind = \"mlp\"\ndims = [4, 2]\nhead_chunk_rows = 8\n" + kTrain),
+            "job.toml:4: 'model.head_chunk_rows' applies only to model.kind = \"gpt\"");
+  EXPECT_EQ(
+      error_of("[model]\nhead_chunk_rows = 64\n" + kTrain + "[parallel]\nlayout = \"pipefb\"\n"),
+      "job.toml:2: model.head_chunk_rows computes the head's weight gradient in its "
+      "forward, and parallel.layout = \"pipefb\" runs the head's backward on another "
+      "rank: set parallel.layout = \"classic\" or \"auto\", or model.head_chunk_rows = 0");
+}
+
 TEST(JobConfigRanges, MlpDims) {
   EXPECT_EQ(error_of("[model]\nkind = \"mlp\"\ndims = [784]\n" + kTrain),
             "job.toml:3: 'model.dims' needs at least 2 widths (input and output), got 1");
