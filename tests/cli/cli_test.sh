@@ -103,6 +103,9 @@ check "it prints the prompt and 40 more bytes and a newline" \
   python3 -c "import sys; t=open('$work/s1.txt','rb').read(); sys.exit(0 if t.startswith(b'Once ') and len(t)==5+40+1 and t.endswith(b'\n') else 1)"
 sample "$work/s2.txt" --prompt "Once " --bytes 40 --seed 5
 check "the same seed gives the same text" cmp -s "$work/s1.txt" "$work/s2.txt"
+# A job whose head is chunked keeps no logits in training; sampling reads them whole.
+sample "$work/s5.txt" --prompt "Once " --bytes 40 --seed 5 --set model.head_chunk_rows=64
+check "a chunked head's job samples the same text" cmp -s "$work/s1.txt" "$work/s5.txt"
 sample "$work/s3.txt" --temperature -0.5
 check "a negative temperature exits non-zero" test $? -ne 0
 check "with one line naming it" one_line "$work/s3.txt" \
