@@ -296,6 +296,7 @@ class GptHead final : public Block {
       SPW_TRY(ops::linear_backward_input(logits, weight, dx));
       SPW_TRY(ops::linear_backward_weight(logits, x, params_.grad(head_w_), nullptr));
     }
+    // A float mean, as cross_entropy_forward gives the unchunked head: the same bits.
     if (loss) *loss = static_cast<double>(static_cast<float>(loss_sum / static_cast<double>(n)));
     return Status::success();
   }
