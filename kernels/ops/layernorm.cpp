@@ -138,25 +138,25 @@ Status layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& bet
 #endif
 #if defined(__AVX512F__)
   // Rows narrower than 2 KiB: four rows of 16-float vectors at a time (layernorm_rows.hpp).
-  // From 2 KiB on, the AVX2 kernel's two rows at a time, with its loads ahead of its stores:
-  // on the Zen 5 at [2048, 1024] it ran at 65% / 74% of memcpy on 1 / 2 threads where the
+  // From 2 KiB on, the AVX2 kernel, with its loads ahead of its stores: on the Zen 5 at
+  // [2048, 1024] two rows at a time ran at 65% / 74% of memcpy on 1 / 2 threads where the
   // four rows ran at 61% / 68%, and at d 512 at 79% / 84% against 76% / 85% (bench_kernels,
-  // medians of 8 runs alternated, 2026-11-28, /tmp/s17/lnf*). Widths that are no multiple of
-  // 16 take it too (its last vector is masked) instead of the generic loops.
+  // medians of 8 runs alternated, 2026-11-28, /tmp/s17/lnf*). One row at a time, its best on
+  // the Zen 3, is faster again on the Zen 4: 47.5-53.6 GB/s against 33.1-38.2 at d 1024 on
+  // one thread and 87-113 against 30-84 on two, 64.0-65.8 against 56.3-58.6 and 105.1-105.8
+  // against 87.1-97.5 at d 512 (bench_kernels' op/layernorm_fwd rows, medians of 5 in three
+  // alternated rounds of the two builds, 2026-11-30). Widths that are no multiple of 16 take
+  // it too (its last vector is masked) instead of the generic loops.
   if (d % 16 == 0 && d < kWideForwardFloats) {
     by_blocks(layernorm_detail::kBlockRows, [&](std::int64_t begin, std::int64_t end) {
       layernorm_detail::forward_rows(xp, g, b, d, begin, end, rows - 1, inv_d, eps, yp, mp, rp);
     });
     return Status::success();
   }
-  constexpr int kAvx2Rows = 2;
-#elif defined(__AVX2__) && defined(__FMA__)
-  constexpr int kAvx2Rows = layernorm_avx2::kBlockRows;
 #endif
 #if defined(__AVX2__) && defined(__FMA__)
-  by_blocks(kAvx2Rows, [&](std::int64_t begin, std::int64_t end) {
-    layernorm_avx2::forward_rows<kAvx2Rows>(xp, g, b, d, begin, end, rows - 1, inv_d, eps, yp,
-                                            mp, rp);
+  by_blocks(layernorm_avx2::kBlockRows, [&](std::int64_t begin, std::int64_t end) {
+    layernorm_avx2::forward_rows(xp, g, b, d, begin, end, rows - 1, inv_d, eps, yp, mp, rp);
   });
   return Status::success();
 #endif
