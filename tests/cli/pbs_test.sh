@@ -91,10 +91,18 @@ check "and says how to go on" grep -q \
   "^pbs-train: stopped early; to go on, submit it again with -v RESUME=$work/stopped/checkpoint-[0-9]*.h5 (and the same OUT)$" \
   "$work/stopped.log"
 latest=$(ls -1v "$work/stopped"/checkpoint-*.h5 | tail -n 1)
-job_env=(CONFIG="$work/tiny.toml" OUT="$work/stopped" RESUME="$latest")
+# Resumed to 5 steps past wherever the stop fell: a fast machine gets well past step 20
+# before the signal lands (45 steps seen).
+stopped_at=$(basename "$latest" .h5)
+stopped_at=${stopped_at#checkpoint-}
+end=$(( stopped_at + 5 ))
+sed "s/^steps = 20\$/steps = $end/" "$work/tiny.toml" > "$work/resume.toml"
+job_env=(CONFIG="$work/resume.toml" OUT="$work/stopped" RESUME="$latest")
 pbs_job "$work/resumed.log" "$@"
 check "submitted again with RESUME, it goes on from that checkpoint to the end" bash -c \
-  "grep -q -- '--resume $latest' '$work/resumed.log' && grep -q '^step 20/20' '$work/resumed.log'"
+  "grep -q -- '--resume $latest' '$work/resumed.log' && grep -q '^step $end/$end' '$work/resumed.log'"
+check "its first step is the one after the checkpoint's" \
+  test "$(grep -m 1 -o '^step [0-9]*/' "$work/resumed.log")" = "step $(( stopped_at + 1 ))/"
 pkill -9 -f -- "$work/long.toml" 2>/dev/null
 
 job_env=(SPILLWAY="$work/no-such-binary")
