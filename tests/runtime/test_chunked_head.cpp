@@ -58,16 +58,21 @@ struct HeadPass {
   std::size_t stash_bytes = 0;
 };
 
-HeadPass run_head(std::int64_t chunk_rows, Inputs& in) {
+// The same parameters whatever the chunking.
+std::unique_ptr<Block> initialised_head(std::int64_t chunk_rows) {
   GptShape shape;
   shape.d_model = kD;
   shape.seq = kSeq;
   shape.vocab = kVocab;
   shape.head_chunk_rows = chunk_rows;
-  auto head = make_gpt_head(shape);
-  EXPECT_TRUE(head.ok()) << head.status().message();
-  Block& block = **head;
-  EXPECT_TRUE(block.init_parameters(3).ok());
+  std::unique_ptr<Block> head = make_gpt_head(shape).value();
+  EXPECT_TRUE(head->init_parameters(3).ok());
+  return head;
+}
+
+HeadPass run_head(std::int64_t chunk_rows, Inputs& in) {
+  std::unique_ptr<Block> head = initialised_head(chunk_rows);
+  Block& block = *head;
   // Gradients of an earlier microbatch, which the head must add to, not overwrite.
   for (const NamedParameter& p : block.parameters()) p.grad->fill(0.25f);
   in.mb.backward_follows = true;
@@ -115,13 +120,7 @@ TEST(ChunkedHead, ItsStashHoldsNoLogits) {
 
 TEST(ChunkedHead, AnEvaluationKeepsNothingForABackwardAndABackwardAfterItIsAnError) {
   Inputs in = random_inputs();
-  GptShape shape;
-  shape.d_model = kD;
-  shape.seq = kSeq;
-  shape.vocab = kVocab;
-  shape.head_chunk_rows = 64;
-  std::unique_ptr<Block> head = make_gpt_head(shape).value();
-  ASSERT_TRUE(head->init_parameters(3).ok());
+  std::unique_ptr<Block> head = initialised_head(64);
   in.mb.backward_follows = false;
   BlockState state;
   double loss = 0;
