@@ -287,7 +287,7 @@ double optimizer_step_s(const BlockSums& blocks, const PipelineLayout& l) {
 MemoryModel memory_model(const PipelineLayout& l) {
   MemoryModel m;
   m.receive_lookahead = l.receive_lookahead;
-  m.pooled_slots = l.offload.tier == OffloadTier::none;
+  m.offloading = l.offload.tier != OffloadTier::none;
   return m;
 }
 

@@ -23,9 +23,10 @@
 // local chunk. A slot is taken when a receive for its microbatch is posted (MemoryModel::
 // receive_lookahead receives ahead) or by its F, and is given back once its W (or, on a
 // forward-only rank, its SendStash) is done and the executor has seen its sends complete.
-// Without offload (MemoryModel::pooled_slots) slots keep their memory for the next
-// microbatch; with it their pieces come and go: receive buffers when posted, the stash and
-// output at F, the gradient buffers at B, the stash out between Offload and Prefetch.
+// Slots keep their memory for the next microbatch, except, when offloading (MemoryModel::
+// offloading), those of a chunk whose list offloads some of its stashes: their pieces come
+// and go: receive buffers when posted, the stash and output at F, the gradient buffers at B,
+// the stash out between Offload and Prefetch.
 #pragma once
 
 #include <cstdint>
@@ -72,10 +73,12 @@ struct MemoryModel {
   // (the executor's PipelineSettings::receive_lookahead), each taking its microbatch's slot;
   // 0: posted when reached.
   int receive_lookahead = 4;
-  // Slots keep their memory between microbatches, so a chunk holds its most slots ever at
-  // full size (the executor without offload); false: their pieces are freed as they finish
-  // (with offload).
-  bool pooled_slots = true;
+  // The executor runs an offload engine. Without one, slots keep their memory between
+  // microbatches, so a chunk holds its most slots ever at full size. With one, the slots of
+  // a chunk whose list offloads some of its stashes have their pieces freed as they finish,
+  // those of a chunk it never offloads are still pooled, and finished slots are tested after
+  // every instruction (the executor's progress()).
+  bool offloading = false;
   // Slots added to each forward-only chunk (PipeFB), up to one per microbatch. Such a chunk
   // keeps each stash until its backward rank, running behind, takes it, so its slot count
   // follows the two ranks' paces: a backward rank a few percent slower than profiled keeps

@@ -32,16 +32,19 @@ struct Chunk {
   bool sends_grad = false;
   Pieces pieces{};
   std::int64_t full = 0;  // a pooled slot: every piece this chunk ever allocates
+  // Slots keep their memory for the next microbatch: without offload, or where the list
+  // offloads none of this chunk's stashes (the executor's chunk_offloads_), since pooling
+  // then holds nothing an offload would have freed.
+  bool pooled = true;
   int made = 0;           // pooled slots made
-  int pooled = 0;         // of which free
+  int free_pooled = 0;    // of which free
   int in_use = 0, most_in_use = 0;
 };
 
 class Replay {
  public:
   Replay(const Schedule& s, const CostModel& c, int rank, const RankReplay& r)
-      : s_(s), c_(c), rank_(rank), r_(r), list_(s.lists[index(rank)]),
-        pooled_(c.memory.pooled_slots) {
+      : s_(s), c_(c), rank_(rank), r_(r), list_(s.lists[index(rank)]) {
     const int S = s.stages();
     const auto activation = [&](int stage) {
       return stage >= 0 && stage + 1 < S ? cost(stage).activation_bytes : 0;
@@ -61,6 +64,11 @@ class Replay {
       p[kInGrad] = k.backward ? std::min(p[kIn], sc.backward_bytes) : 0;
       p[kRest] = k.backward ? sc.backward_bytes - p[kInGrad] : 0;
       for (std::int64_t bytes : p) k.full += bytes;
+      k.pooled = !c.memory.offloading ||
+                 std::none_of(list_.begin(), list_.end(), [&](const Instruction& in) {
+                   return in.op == Op::offload && in.chunk == chunk;
+                 });
+      any_unpooled_ = any_unpooled_ || !k.pooled;
       chunks_.push_back(k);
     }
     active_.assign(chunks_.size() * index(s.microbatches), -1);
@@ -70,12 +78,15 @@ class Replay {
 
   void run();
   std::int64_t peak() const;
-  // Pooled: the slots made; otherwise the most in use at once.
+  // Pooled: the slots made; otherwise the most in use at once (a chunk's own, beside pooled
+  // chunks).
   int max_slots() const {
-    if (!pooled_) return max_slots_;
-    int made = 0;
-    for (const Chunk& k : chunks_) made += k.made;
-    return made;
+    const bool all_unpooled =
+        std::none_of(chunks_.begin(), chunks_.end(), [](const Chunk& k) { return k.pooled; });
+    if (all_unpooled) return max_slots_;
+    int slots = 0;
+    for (const Chunk& k : chunks_) slots += k.pooled ? k.made : k.most_in_use;
+    return slots;
   }
 
  private:
@@ -102,7 +113,7 @@ class Replay {
   int rank_;
   const RankReplay& r_;
   const std::vector<Instruction>& list_;
-  bool pooled_;
+  bool any_unpooled_ = false;
   std::vector<Chunk> chunks_;
   std::deque<Slot> slots_;  // every slot taken this step, by id (a deque: references stay valid)
   std::vector<int> active_;  // [chunk][mb] slot id, -1 for none
@@ -119,13 +130,15 @@ class Replay {
 void Replay::allocate(Slot& slot, Part part, double at) {
   if (slot.held[part]) return;
   slot.held[part] = true;
-  if (!pooled_) events_.emplace_back(at, chunks_[index(slot.chunk)].pieces[part]);
+  const Chunk& k = chunks_[index(slot.chunk)];
+  if (!k.pooled) events_.emplace_back(at, k.pieces[part]);
 }
 
 void Replay::free(Slot& slot, Part part, double at) {
   if (!slot.held[part]) return;
   slot.held[part] = false;
-  if (!pooled_) events_.emplace_back(at, -chunks_[index(slot.chunk)].pieces[part]);
+  const Chunk& k = chunks_[index(slot.chunk)];
+  if (!k.pooled) events_.emplace_back(at, -k.pieces[part]);
 }
 
 // Progress strictly between the receiver taking the data and this test: an earlier test
@@ -166,8 +179,8 @@ void Replay::test_retiring(double at) {
 void Replay::release(std::size_t i, double at) {
   Slot& slot = slots_[index(retiring_[i])];
   Chunk& chunk = chunks_[index(slot.chunk)];
-  if (pooled_) {
-    ++chunk.pooled;
+  if (chunk.pooled) {
+    ++chunk.free_pooled;
   } else {
     for (int part = 0; part < kParts; ++part) free(slot, static_cast<Part>(part), at);
   }
@@ -197,9 +210,9 @@ Slot& Replay::take(int chunk, int mb, double at) {
   if (id >= 0) return slots_[index(id)];
   test_retiring(at);
   Chunk& k = chunks_[index(chunk)];
-  if (pooled_) {
-    if (k.pooled > 0) {
-      --k.pooled;
+  if (k.pooled) {
+    if (k.free_pooled > 0) {
+      --k.free_pooled;
     } else {
       ++k.made;
     }
@@ -348,7 +361,7 @@ void Replay::run() {
         break;
     }
     // progress(): finished evictions give their memory back, retired slots are tested.
-    if (!pooled_) {
+    if (c_.memory.offloading) {
       settle_evictions(after);
       test_retiring(after);
     }
@@ -369,15 +382,14 @@ std::int64_t Replay::peak() const {
   // to the stashes it may keep waiting and the one it computes.
   for (const Chunk& k : chunks_)
     if (!k.backward) {
-      const int most = pooled_ ? k.made : k.most_in_use;
+      const int most = k.pooled ? k.made : k.most_in_use;
       const int limit = std::min(s_.microbatches, kForwardStashesWaiting + 1);
       const int margin = std::min(c_.memory.forward_slot_margin, limit - most);
       level += std::max(margin, 0) * k.full;
     }
-  if (pooled_) {
-    for (const Chunk& k : chunks_) level += k.made * k.full;
-    return level;
-  }
+  for (const Chunk& k : chunks_)
+    if (k.pooled) level += k.made * k.full;
+  if (!any_unpooled_) return level;
   std::vector<std::pair<double, std::int64_t>> events = events_;
   // Frees sort before allocations at the same instant.
   std::sort(events.begin(), events.end());

@@ -27,12 +27,15 @@
 // whose message was sent after that moment (data moves only while its receiver is inside
 // MPI, so some progress between that send and the receive's end copied it).
 //
-// Pooled (no offload): a done slot's memory goes back to its chunk's pool, and a chunk
-// makes a new slot, at full size, only when its pool is empty, so it holds its most slots
-// ever. Otherwise each piece is allocated when the executor allocates it; an Offload's
-// stash (in and mid) is freed at the first test after its copy ended, a Prefetch (or a B
-// or W that finds its stash out) allocates it again, a done slot frees all but out and
-// in_grad (its sends may still read them) and the rest when its sends are seen complete.
+// Pooled (no offload, or a chunk whose list offloads none of its stashes): a done slot's
+// memory goes back to its chunk's pool, and a chunk makes a new slot, at full size, only
+// when its pool is empty, so it holds its most slots ever. Otherwise (the list offloads
+// some of the chunk's stashes) each piece is allocated when the executor allocates it; an
+// Offload's stash (in and mid) is freed at the first test after its copy ended, a Prefetch
+// (or a B or W that finds its stash out) allocates it again, a done slot frees all but out
+// and in_grad (its sends may still read them) and the rest when its sends are seen
+// complete. When offloading, finished slots are tested after every instruction but a
+// receive or a reduce, pooled or not.
 //
 // A forward-only chunk frees its oldest waiting stash before a forward when more than
 // kForwardStashesWaiting wait (the executor waits for them there), and its peak gets

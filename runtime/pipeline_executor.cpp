@@ -198,6 +198,11 @@ Status PipelineExecutor::setup(const PipelineSettings& settings, MPI_Comm world)
     }
   }
 
+  chunk_offloads_.assign(chunks_.size(), false);
+  for (const sched::Instruction& in : list) {
+    if (in.op == sched::Op::offload) chunk_offloads_[static_cast<std::size_t>(in.chunk)] = true;
+  }
+
   const auto m = static_cast<std::size_t>(l.microbatches);
   buffers_.resize(m);
   microbatches_.resize(m);

@@ -7,10 +7,10 @@
 // input, every block's output and saved state, and the gradients flowing back. A slot is
 // taken at the first instruction that needs it (often a receive posted early) and returned
 // once its weight gradient is done and its sends have completed; slots are reused, so a
-// steady-state step allocates nothing. With offload a slot gives its memory back as soon as
-// its stash is out or its backward is done, to a spare slot of its chunk whose memory the
-// next forward, prefetch or backward takes instead of mapping new pages (before_mapping
-// says when parked memory is freed instead).
+// steady-state step allocates nothing. With offload a slot of a chunk whose stashes the
+// list offloads gives its memory back as soon as its stash is out or its backward is done,
+// to a spare slot of its chunk whose memory the next forward, prefetch or backward takes
+// instead of mapping new pages (before_mapping says when parked memory is freed instead).
 //
 // Communication: activations and gradients move with MPI_Isend / MPI_Irecv on a pipeline
 // communicator (one per replica). Receives are posted `receive_lookahead` receive
@@ -240,7 +240,8 @@ class PipelineExecutor {
   Result<Slot*> slot(int chunk, int mb);
   Status retire_if_done(int chunk, int mb);
   Status wait_for_stashes_taken(int chunk);
-  void release_if_offloading(Slot& slot);
+  bool gives_slots_back(int chunk) const;
+  void release_if_offloading(Slot& slot, int chunk);
   void release_unsent(Slot& slot, int chunk);
   void drop_spares();
   void settle_finished_evictions(int only_chunk);
@@ -345,6 +346,7 @@ class PipelineExecutor {
   std::vector<TraceEvent> trace_;
 
   std::unique_ptr<offload::OffloadEngine> engine_;
+  std::vector<bool> chunk_offloads_;  // [chunk] the training list offloads some of its stashes
   std::vector<std::pair<int, int>> evicting_;  // (chunk, mb) whose eviction may be running
   std::int64_t failed_evictions_ = 0;
   std::vector<std::size_t> stash_estimate_;  // [chunk] the most one forward allocated so far

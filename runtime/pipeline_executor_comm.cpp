@@ -274,7 +274,7 @@ Status PipelineExecutor::finish_sends() {
   SPW_TRY(waitall(param_sends_, "sending parameters to the stage's forward rank"));
   for (auto& [chunk, s] : retiring_) {
     SPW_TRY(waitall(s->sends, "completing sends"));
-    release_if_offloading(*s);
+    release_if_offloading(*s, chunk);
     free_slots_[static_cast<std::size_t>(chunk)].push_back(s);
   }
   retiring_.clear();

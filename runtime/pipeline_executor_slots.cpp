@@ -399,7 +399,7 @@ Status PipelineExecutor::reclaim_retired() {
     }
     if (done) {
       candidate->sends.clear();
-      release_if_offloading(*candidate);
+      release_if_offloading(*candidate, owner);
       free_slots_[static_cast<std::size_t>(owner)].push_back(candidate);
       retiring_.erase(retiring_.begin() + static_cast<std::ptrdiff_t>(i));
     } else {
@@ -440,11 +440,17 @@ Result<PipelineExecutor::Slot*> PipelineExecutor::slot(int chunk, int mb) {
 }
 
 // Pooled slots keep their memory for the next microbatch, which is what makes steady steps
-// allocation-free; with offload that would undo its point, so a finished slot whose sends
-// have completed gives its memory back: to the chunk's spare, whose one slot's worth the
-// next forward or prefetch takes instead of mapping new pages, and the rest to the OS.
-void PipelineExecutor::release_if_offloading(Slot& s) {
-  if (!engine_) return;
+// allocation-free. Where the list offloads a chunk's stashes that would undo its point, so
+// there a finished slot whose sends have completed gives its memory back: to the chunk's
+// spare, whose one slot's worth the next forward or prefetch takes instead of mapping new
+// pages, and the rest to the OS. A chunk the list never offloads keeps pooling: giving its
+// slots back frees nothing an offload needs and maps fresh pages every step.
+bool PipelineExecutor::gives_slots_back(int chunk) const {
+  return engine_ && chunk_offloads_[static_cast<std::size_t>(chunk)];
+}
+
+void PipelineExecutor::release_if_offloading(Slot& s, int chunk) {
+  if (!gives_slots_back(chunk)) return;
   s.acts.give_back_all();
   s.grads.give_back_all();
   for (BlockState& state : s.states) {
@@ -455,10 +461,11 @@ void PipelineExecutor::release_if_offloading(Slot& s) {
 
 // A finished slot of a chunk that runs backwards may wait a long time for its last sends
 // (a gradient the previous stage receives late, an output the next stage took long ago):
-// when memory is tight (offloading) everything no send can read goes back now. Sends read
+// when memory is tight (the chunk's stashes are offloaded) everything no send can read goes
+// back now. Sends read
 // only the chunk's output (SendAct) and its input gradient (SendGrad).
 void PipelineExecutor::release_unsent(Slot& s, int chunk) {
-  if (!engine_ || !runs_backward(chunk)) return;
+  if (!gives_slots_back(chunk) || !runs_backward(chunk)) return;
   const std::size_t output = chunks_[static_cast<std::size_t>(chunk)]->size();
   for (std::size_t i = 0; i < s.acts.slot_count() && i < output; ++i) s.acts.give_back(i);
   for (std::size_t i = 1; i < s.grads.slot_count(); ++i) s.grads.give_back(i);

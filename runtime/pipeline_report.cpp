@@ -345,7 +345,7 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
     cost.stash_bytes = std::max<std::int64_t>(0, cost.stash_bytes - 2 * output - input);
   }
   costs.memory.receive_lookahead = executor.settings().receive_lookahead;
-  costs.memory.pooled_slots = executor.settings().offload.tier == OffloadTier::none;
+  costs.memory.offloading = executor.settings().offload.tier != OffloadTier::none;
   if (link.bandwidth_bytes_per_s > 0) {
     costs.link.bandwidth_bytes_per_s = link.bandwidth_bytes_per_s;
     costs.link.latency_s = link.latency_s;

@@ -179,6 +179,24 @@ TEST(ClosedForm, InterleavingDividesTheBubbleByV) {
     }
 }
 
+// `schedule` with, on every rank, microbatch 0's stash of each chunk (or of `only_chunk`) sent
+// out and back just before its B. The lists now offload that chunk, so when offloading its
+// slots give their pieces back as they finish; at zero copy cost nothing else changes: the
+// copy's free and the prefetch's allocation fall at one instant, and frees count first.
+Schedule with_a_free_round_trip(const Result<Schedule>& schedule, int only_chunk = -1) {
+  EXPECT_TRUE(schedule.ok()) << schedule.status().message();
+  Schedule s = *schedule;
+  for (auto& list : s.lists)
+    for (auto it = list.begin(); it != list.end(); ++it) {
+      if (it->op != Op::backward_input || it->mb != 0) continue;
+      if (only_chunk >= 0 && it->chunk != only_chunk) continue;
+      const int chunk = it->chunk;
+      it = list.insert(it, {Instruction::offload(0, chunk), Instruction::prefetch(0, chunk)});
+      it += 2;
+    }
+  return s;
+}
+
 // With receives posted when reached and slots freed as they finish (the executor offloading,
 // without its receive lookahead) a rank holds its live stashes: 1F1B's min(P - r, m), GPipe's
 // m, ZB-H1's min(P, m), plus its static state.
@@ -188,13 +206,13 @@ TEST(Memory, StashesTimesBytesPlusStaticState) {
   costs.stages[0].parameter_bytes = 7;
   costs.stages[0].gradient_bytes = 7;
   costs.stages[0].optimizer_state_bytes = 14;
-  costs.memory = {0, false};
-  const Simulation one = run(make_1f1b({4, 8, 1, false}), costs);
+  costs.memory = {.receive_lookahead = 0, .offloading = true};
+  const Simulation one = run(with_a_free_round_trip(make_1f1b({4, 8, 1, false})), costs);
   EXPECT_EQ(one.peak_memory_bytes, (std::vector<std::int64_t>{428, 328, 228, 128}));
   EXPECT_EQ(one.max_live_stashes, (std::vector<int>{4, 3, 2, 1}));
-  const Simulation gpipe = run(make_gpipe({4, 8, 1, false}), costs);
+  const Simulation gpipe = run(with_a_free_round_trip(make_gpipe({4, 8, 1, false})), costs);
   EXPECT_EQ(gpipe.peak_memory_bytes, std::vector<std::int64_t>(4, 828));
-  const Simulation zb = run(make_zb_h1({4, 8, 1, false}), costs);
+  const Simulation zb = run(with_a_free_round_trip(make_zb_h1({4, 8, 1, false})), costs);
   EXPECT_EQ(zb.peak_memory_bytes, std::vector<std::int64_t>(4, 428));
 }
 
@@ -214,19 +232,55 @@ TEST(Memory, SlotsFollowTheExecutor) {
   // W0 (4); rank 0 took SG0 at 3, but rank 1 has made no progress since, so the test at RA1
   // (4) fails and takes a second slot; that failed test is the progress the one at RA2 (7)
   // needs: 2 slots.
-  costs.memory = {0, true};
+  costs.memory = {.receive_lookahead = 0};
   Simulation s = run(schedule, costs);
   EXPECT_EQ(s.max_slots, (std::vector<int>{2, 2}));
   EXPECT_EQ(s.peak_memory_bytes, (std::vector<std::int64_t>{200, 200}));
   // Four receives posted at the start take every slot a rank needs in the step at once.
-  costs.memory = {4, true};
+  costs.memory = {.receive_lookahead = 4};
   s = run(schedule, costs);
   EXPECT_EQ(s.max_slots, (std::vector<int>{4, 4}));
   EXPECT_EQ(s.peak_memory_bytes, (std::vector<std::int64_t>{400, 400}));
-  // Not pooled: a finished slot frees its stash at once, whatever its sends.
-  costs.memory = {0, false};
-  s = run(schedule, costs);
+  // Not pooled (offloading, and the lists offload): a finished slot frees its stash at once,
+  // whatever its sends.
+  costs.memory = {.receive_lookahead = 0, .offloading = true};
+  s = run(with_a_free_round_trip(schedule), costs);
   EXPECT_EQ(s.peak_memory_bytes, (std::vector<std::int64_t>{200, 100}));
+  // Offloading, but the lists offload nothing: pooled as without offload.
+  s = run(schedule, costs);
+  EXPECT_EQ(s.max_slots, (std::vector<int>{2, 2}));
+  EXPECT_EQ(s.peak_memory_bytes, (std::vector<std::int64_t>{200, 200}));
+}
+
+// Interleaved 1F1B, P = 2, two chunks a rank, m = 4, offloading, only chunk 1's stashes
+// offloaded (stages 2 and 3). Chunk 0 keeps its slots whole beside it: each rank's peak is
+// chunk 0's pooled slots (a run where chunk 1's stashes weigh nothing) plus chunk 1's
+// unpooled peak (a run where chunk 0's weigh nothing), between the all-pooled and the
+// all-offloaded peaks.
+TEST(Memory, AChunkTheListNeverOffloadsKeepsItsSlotsBesideOneItDoes) {
+  const Schedule inter = *make_interleaved_1f1b({2, 4, 2, false});
+  const auto peak = [&](const Schedule& schedule, std::vector<std::int64_t> stash,
+                        bool offloading) {
+    CostModel costs = unit_costs(0.5);
+    const StageCost unit = costs.stages[0];
+    costs.stages.assign(4, unit);
+    for (std::size_t stage = 0; stage < 4; ++stage) costs.stages[stage].stash_bytes = stash[stage];
+    costs.memory = {.receive_lookahead = 0, .offloading = offloading};
+    return run(schedule, costs).peak_memory_bytes;
+  };
+  const Schedule second_offloaded = with_a_free_round_trip(inter, 1);
+  const auto mixed = peak(second_offloaded, {100, 100, 100, 100}, true);
+  const auto first_alone = peak(second_offloaded, {100, 100, 0, 0}, true);
+  const auto second_alone = peak(second_offloaded, {0, 0, 100, 100}, true);
+  const auto pooled = peak(inter, {100, 100, 100, 100}, false);
+  const auto unpooled = peak(with_a_free_round_trip(inter), {100, 100, 100, 100}, true);
+  for (std::size_t rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(mixed[rank], first_alone[rank] + second_alone[rank]) << rank;
+    EXPECT_LT(mixed[rank], pooled[rank]) << rank;
+    EXPECT_GT(mixed[rank], unpooled[rank]) << rank;
+  }
+  // The same chunk pooled on its own holds what it holds beside the other.
+  EXPECT_EQ(peak(inter, {100, 100, 0, 0}, false), first_alone);
 }
 
 // A slot's pieces: rank 0 of 2 (stage 0) holds per microbatch its stash (30: no input), its
@@ -322,7 +376,7 @@ CostModel offload_costs() {
   costs.stages[0].stash_bytes = 10;
   costs.stages[0].offload_s = 1.5;
   costs.stages[0].prefetch_s = 1;
-  costs.memory.pooled_slots = false;  // as the executor holds memory when it offloads
+  costs.memory.offloading = true;
   return costs;
 }
 
@@ -386,8 +440,9 @@ TEST(ClosedForm, PipeFBKeepsForwardAndBackwardRanksBusy) {
     }
 }
 
-// PipeFB, one stage, m = 4, F = 2, B = W = 1, free links, slots freed as they finish,
-// receives posted when reached. Forward k runs in [2k, 2k + 2] and its stash goes at its
+// PipeFB, one stage, m = 4, F = 2, B = W = 1, free links, offloading (finished slots tested
+// after every instruction; the lists offload nothing, so slots are pooled), receives posted
+// when reached. Forward k runs in [2k, 2k + 2] and its stash goes at its
 // end; the backward rank, keeping pace, takes stash k when it reaches RS k, at 2k + 2 too.
 // The forward rank gives a slot back at the first test after a failed test later than
 // that (progress): microbatch 0 at F2's end (6), 1 at F3's end (8). So while F2 and F3 run
@@ -397,7 +452,7 @@ TEST(ClosedForm, PipeFBKeepsForwardAndBackwardRanksBusy) {
 // margin goes past one slot per microbatch.
 TEST(Memory, PipeFBForwardRankHoldsStashesUntilTheBackwardRankTakesThem) {
   CostModel costs = pipefb_costs();
-  costs.memory = {0, false, 0};
+  costs.memory = {.receive_lookahead = 0, .offloading = true, .forward_slot_margin = 0};
   const Simulation s = run(make_pipefb({1, 4, 1, false}), costs);
   EXPECT_EQ(s.max_slots, (std::vector<int>{3, 1}));
   EXPECT_EQ(s.peak_memory_bytes, (std::vector<std::int64_t>{307, 128}));
@@ -415,7 +470,7 @@ TEST(Memory, PipeFBForwardRankHoldsStashesUntilTheBackwardRankTakesThem) {
 // kForwardStashesWaiting waiting while it computes the next, so it holds 3 slots.
 TEST(Memory, PipeFBForwardRankHoldsNoMoreThanTheStashesItMayKeepWaiting) {
   CostModel costs = pipefb_costs();
-  costs.memory = {0, false, 0};
+  costs.memory = {.receive_lookahead = 0, .offloading = true, .forward_slot_margin = 0};
   costs.stages[0].forward_s = 1;
   costs.stages[0].backward_input_s = costs.stages[0].backward_weight_s = 5;
   const Simulation s = run(make_pipefb({1, 8, 1, false}), costs);
@@ -482,7 +537,7 @@ TEST(CostModelChecks, NameTheValue) {
   ahead.memory.receive_lookahead = -1;
   EXPECT_EQ(simulate(s, ahead).status().message(),
             "cost model: receive_lookahead = -1 must be >= 0");
-  ahead.memory = {4, true, -2};
+  ahead.memory = {.receive_lookahead = 4, .forward_slot_margin = -2};
   EXPECT_EQ(simulate(s, ahead).status().message(),
             "cost model: forward_slot_margin = -2 must be >= 0");
   Schedule broken = s;
