@@ -136,7 +136,9 @@ BlockSums scale_blocks(const ModelProfile& profile, std::int64_t samples) {
     s.backward_weight.push_back(s.backward_weight.back() + t.backward_weight_s);
     s.stash.push_back(s.stash.back() + scaled(b.stash_bytes, k));
     s.backward.push_back(s.backward.back() + scaled(b.backward_bytes, k));
-    s.workspace.push_back(s.workspace.back() + scaled(b.workspace_bytes, k));
+    const std::int64_t bounded = bounded_workspace_bytes(b, profile.microbatch_samples);
+    s.workspace.push_back(s.workspace.back() + scaled(b.workspace_bytes - bounded, k) +
+                          bounded_workspace_bytes(b, samples));
     s.parameter.push_back(s.parameter.back() + b.parameter_bytes);
     s.gradient.push_back(s.gradient.back() + b.gradient_bytes);
     s.optimizer_state.push_back(s.optimizer_state.back() + b.optimizer_state_bytes);

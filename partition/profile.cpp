@@ -81,6 +81,14 @@ Result<BlockProfile> block_from_json(const json& object, const std::string& wher
     SPW_ASSIGN_OR_RETURN(b.scratch_growth_bytes,
                          get_integer(object, "scratch_growth_bytes", where));
   }
+  if (object.contains("bounded_workspace")) {
+    const json& bounded = object.at("bounded_workspace");
+    const std::string inner = where + "bounded_workspace ";
+    if (!bounded.is_object()) return bad(inner + "must be an object, got " + bounded.dump());
+    SPW_ASSIGN_OR_RETURN(b.bounded_workspace_per_sample,
+                         get_integer(bounded, "per_sample_bytes", inner));
+    SPW_ASSIGN_OR_RETURN(b.bounded_workspace_most, get_integer(bounded, "most_bytes", inner));
+  }
   if (object.contains("one_sample")) {
     const json& one = object.at("one_sample");
     const std::string inner = where + "one_sample ";
@@ -99,6 +107,10 @@ Result<BlockProfile> block_from_json(const json& object, const std::string& wher
 }
 
 }  // namespace
+
+std::int64_t bounded_workspace_bytes(const BlockProfile& block, std::int64_t samples) {
+  return std::min(block.bounded_workspace_per_sample * samples, block.bounded_workspace_most);
+}
 
 Status check_profile(const ModelProfile& profile) {
   if (profile.blocks.empty()) return bad("profile: no blocks; a model needs at least one");
@@ -127,6 +139,14 @@ Status check_profile(const ModelProfile& profile) {
     SPW_TRY(check_bytes(where, "scratch_bytes", b.scratch_bytes));
     if (b.scratch_growth_bytes)
       SPW_TRY(check_bytes(where, "scratch_growth_bytes", *b.scratch_growth_bytes));
+    SPW_TRY(
+        check_bytes(where, "bounded_workspace per_sample_bytes", b.bounded_workspace_per_sample));
+    SPW_TRY(check_bytes(where, "bounded_workspace most_bytes", b.bounded_workspace_most));
+    const std::int64_t bounded = bounded_workspace_bytes(b, profile.microbatch_samples);
+    if (bounded > b.workspace_bytes)
+      return bad(where + "bounded_workspace holds " + std::to_string(bounded) +
+                 " bytes on the profiled microbatch, more than its workspace_bytes = " +
+                 std::to_string(b.workspace_bytes));
     SPW_TRY(check_bytes(where, "parameter_bytes", b.parameter_bytes));
     SPW_TRY(check_bytes(where, "gradient_bytes", b.gradient_bytes));
     SPW_TRY(check_bytes(where, "optimizer_state_bytes", b.optimizer_state_bytes));
@@ -189,7 +209,9 @@ Result<ModelProfile> median_profile(const std::vector<ModelProfile>& measured) {
           a.backward_bytes != b.backward_bytes || a.workspace_bytes != b.workspace_bytes ||
           a.activation_bytes != b.activation_bytes || a.parameter_bytes != b.parameter_bytes ||
           a.gradient_bytes != b.gradient_bytes ||
-          a.optimizer_state_bytes != b.optimizer_state_bytes)
+          a.optimizer_state_bytes != b.optimizer_state_bytes ||
+          a.bounded_workspace_per_sample != b.bounded_workspace_per_sample ||
+          a.bounded_workspace_most != b.bounded_workspace_most)
         return bad(which + "differs from profile 0 in block " + std::to_string(i) + " (" + a.name +
                    ") beyond its times");
     }
@@ -252,6 +274,10 @@ std::string profile_to_json(const ModelProfile& profile) {
                       {"gradient_bytes", b.gradient_bytes},
                       {"optimizer_state_bytes", b.optimizer_state_bytes}});
     if (b.scratch_growth_bytes) blocks.back()["scratch_growth_bytes"] = *b.scratch_growth_bytes;
+    if (b.bounded_workspace_most > 0) {
+      blocks.back()["bounded_workspace"] = {{"per_sample_bytes", b.bounded_workspace_per_sample},
+                                            {"most_bytes", b.bounded_workspace_most}};
+    }
     if (b.one_sample) {
       blocks.back()["one_sample"] = {{"forward_s", b.one_sample->forward_s},
                                      {"backward_input_s", b.one_sample->backward_input_s},

@@ -4,7 +4,8 @@
 // `spillway profile` fills this on the node; the planner reads it as profile.json.
 //
 // Scaling assumption: the planner picks its own microbatch size, and scales every time and
-// the per-microbatch bytes (stash, activation, backward, workspace) linearly in samples;
+// the per-microbatch bytes (stash, activation, backward, workspace but its bounded part)
+// linearly in samples;
 // scratch only up, by the growth measured at twice the samples (kernels' scratch mostly
 // depends on threads, weights and sequence length, not on the batch); parameter, gradient and
 // optimizer-state bytes do not depend on the batch.
@@ -56,6 +57,12 @@ struct BlockProfile {
   // weight and does not grow; some (LayerNorm's partial sums) does, up to a bound. Absent
   // (profiles written before it was measured): all of scratch_bytes is taken to grow.
   std::optional<std::int64_t> scratch_growth_bytes = std::nullopt;
+  // Of workspace_bytes, the part that grows with the microbatch only up to a bound: per
+  // sample, and at most (the chunked GPT head's buffer holds min(rows, head_chunk_rows)
+  // rows: scaled linearly from a profile of 2,048 rows, a plan of 1,024 would count half the
+  // buffer it needs whole). The planner scales the rest linearly. 0 and 0: none.
+  std::int64_t bounded_workspace_per_sample = 0;
+  std::int64_t bounded_workspace_most = 0;
   // The same passes on a microbatch of one sample, measured where microbatch_samples > 1.
   // Absent there in profiles written before it was measured: times then scale
   // proportionally all the way down.
@@ -82,6 +89,9 @@ struct ModelProfile {
 // How it was measured, for people: "2 thread(s) with BLIS's skx kernels on node17", leaving
 // out what is unknown.
 std::string measured_with(const ModelProfile& profile);
+
+// The bounded part of `block`'s workspace on a microbatch of `samples`.
+std::int64_t bounded_workspace_bytes(const BlockProfile& block, std::int64_t samples);
 
 // invalid_argument naming the first bad value: no blocks, microbatch_samples or threads < 1,
 // a time that is negative or not finite, a negative byte count.

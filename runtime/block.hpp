@@ -67,6 +67,14 @@ class Block {
   // chunked GPT head): whoever zeroes gradients per step must do so before such a forward,
   // and that forward must run where the gradients are kept.
   virtual bool accumulates_in_forward() const { return false; }
+  // The part of the block's workspace that grows with a microbatch's rows only up to a bound
+  // (the chunked GPT head's buffer of head_chunk_rows rows): bytes a row, and at most. The
+  // planner scales the rest of the workspace with the microbatch. {0, 0}: none.
+  struct RowBoundedBytes {
+    std::int64_t per_row = 0;
+    std::int64_t most = 0;
+  };
+  virtual RowBoundedBytes row_bounded_workspace() const { return {}; }
   // The class scores of the last forward kept in `state`, for loss blocks (accuracy).
   virtual const Tensor* logits(const BlockState&) const { return nullptr; }
   // Fills parameters from `seed` (each parameter from its own stream keyed by its name, so

@@ -187,6 +187,11 @@ class GptHead final : public Block {
   Shape output_shape(const MicrobatchData&) const override { return {}; }
   bool computes_loss() const override { return true; }
   bool accumulates_in_forward() const override { return chunked(); }
+  RowBoundedBytes row_bounded_workspace() const override {
+    if (!chunked()) return {};
+    const std::int64_t row = shape_.vocab * static_cast<std::int64_t>(sizeof(float));
+    return {row, row * shape_.head_chunk_rows};
+  }
   const Tensor* logits(const BlockState& state) const override {
     // Chunked, the head keeps no logits.
     if (chunked() || state.saved.slot_count() <= kLogits) return nullptr;

@@ -174,6 +174,9 @@ Status measure_block(const TrainSettings& settings, const MicrobatchData& mb, st
     SPW_TRY(time_pass(warmup, runs, times.step, step_scratch, [&] { return optimizer->step(); },
                       evict_step));
   }
+  const Block::RowBoundedBytes bounded = block.row_bounded_workspace();
+  p.bounded_workspace_per_sample = bounded.per_row * spec.positions_per_sample();
+  p.bounded_workspace_most = bounded.most;
   // What the block holds without its state, its parameters and the profiler's tensors is
   // its own, kept across microbatches: its workspace.
   state.release();

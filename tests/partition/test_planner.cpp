@@ -458,6 +458,24 @@ TEST(PlannerCost, ScratchGrowsByItsMeasuredGrowthAndNeverShrinks) {
   EXPECT_EQ(half.scratch_bytes({1, 1}), 500);
 }
 
+// The chunked GPT head's buffer holds min(rows, head_chunk_rows) rows: the bounded part of a
+// workspace grows with the samples only up to its bound, the rest proportionally.
+TEST(PlannerCost, ABoundedWorkspaceGrowsOnlyUpToItsBound) {
+  ModelProfile p;
+  p.microbatch_samples = 16;
+  p.blocks = {{.name = "head",
+               .workspace_bytes = 1000 + 800,
+               .bounded_workspace_per_sample = 100,
+               .bounded_workspace_most = 800}};
+  const auto workspace = [&](std::int64_t samples) {
+    return scale_blocks(p, samples).stage({0, 0}).workspace_bytes;
+  };
+  EXPECT_EQ(workspace(16), 1800);
+  EXPECT_EQ(workspace(8), 500 + 800);  // scaled whole, 900: the head would not fit its buffer
+  EXPECT_EQ(workspace(4), 250 + 400);
+  EXPECT_EQ(workspace(32), 2000 + 800);
+}
+
 // Times scale proportionally from the profiled microbatch up; below it they lie on the line
 // through the one-sample time where the profile has one, proportionally where not.
 TEST(PlannerCost, TimesBelowTheProfiledMicrobatchFollowTheOneSampleTimes) {

@@ -23,6 +23,8 @@ ModelProfile two_blocks() {
               {"head", 0.125, 1e-9, 0, 1, 2, 3, 4, std::int64_t{1} << 40, 5, 6, 7}};
   p.blocks[1].scratch_growth_bytes = 3;  // the embedding's left unmeasured
   p.blocks[1].one_sample = PassSeconds{0.0625, 1e-10, 0};  // likewise
+  p.blocks[1].bounded_workspace_per_sample = 1;            // 3 of its 6 bytes on 4 samples
+  p.blocks[1].bounded_workspace_most = 3;
   return p;
 }
 
@@ -49,6 +51,8 @@ void expect_same(const ModelProfile& a, const ModelProfile& b) {
     EXPECT_EQ(x.workspace_bytes, y.workspace_bytes);
     EXPECT_EQ(x.scratch_bytes, y.scratch_bytes);
     EXPECT_EQ(x.scratch_growth_bytes, y.scratch_growth_bytes);
+    EXPECT_EQ(x.bounded_workspace_per_sample, y.bounded_workspace_per_sample);
+    EXPECT_EQ(x.bounded_workspace_most, y.bounded_workspace_most);
     ASSERT_EQ(x.one_sample.has_value(), y.one_sample.has_value());
     if (x.one_sample) {
       EXPECT_EQ(x.one_sample->forward_s, y.one_sample->forward_s);
@@ -92,6 +96,35 @@ TEST(Profile, ScratchGrowthIsOptionalAndChecked) {
   p.blocks[1].scratch_growth_bytes = -1;
   EXPECT_EQ(check_profile(p).message(),
             "profile: block 1 (head) scratch_growth_bytes = -1 must be >= 0");
+}
+
+// The part of a workspace that stops growing (the chunked head's buffer): absent it is none,
+// and present it must be byte counts that fit in the workspace measured.
+TEST(Profile, BoundedWorkspaceIsOptionalAndChecked) {
+  ModelProfile p = two_blocks();
+  const auto back = profile_from_json(profile_to_json(p), "profile");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->blocks[0].bounded_workspace_most, 0);
+  EXPECT_EQ(back->blocks[1].bounded_workspace_per_sample, 1);
+  EXPECT_EQ(back->blocks[1].bounded_workspace_most, 3);
+  EXPECT_EQ(profile_to_json(p).find("bounded_workspace"),
+            profile_to_json(p).rfind("bounded_workspace"));  // written once, for the head
+  EXPECT_EQ(bounded_workspace_bytes(p.blocks[1], 2), 2);
+  EXPECT_EQ(bounded_workspace_bytes(p.blocks[1], 4), 3);
+  p.blocks[1].bounded_workspace_per_sample = 2;
+  p.blocks[1].bounded_workspace_most = 7;
+  EXPECT_EQ(check_profile(p).message(),
+            "profile: block 1 (head) bounded_workspace holds 7 bytes on the profiled microbatch, "
+            "more than its workspace_bytes = 6");
+  p.blocks[1].bounded_workspace_per_sample = -1;
+  EXPECT_EQ(check_profile(p).message(),
+            "profile: block 1 (head) bounded_workspace per_sample_bytes = -1 must be >= 0");
+  std::string text = profile_to_json(two_blocks());
+  const std::string key = "\"bounded_workspace\": {";
+  ASSERT_NE(text.find(key), std::string::npos) << text;
+  text.replace(text.find(key), key.size(), "\"bounded_workspace\": 3, \"unused\": {");
+  EXPECT_EQ(profile_from_json(text, "p.json").status().message(),
+            "p.json: block 1: bounded_workspace must be an object, got 3");
 }
 
 TEST(Profile, RoundTripsThroughJsonTextAndFiles) {

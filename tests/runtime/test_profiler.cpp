@@ -176,6 +176,30 @@ TEST(Profiler, ScratchGrowthAtTwiceTheSamplesBoundsAProfileThere) {
   EXPECT_LT(*once->blocks[1].scratch_growth_bytes, once->blocks[1].scratch_bytes);
 }
 
+// The chunked head's [chunk, vocab] buffer stops growing at head_chunk_rows rows: its profile
+// says so, and the workspace it measures on 2 samples (32 rows) holds the buffer for those
+// rows, which is what the planner scales from. Only the head has such a part.
+TEST(Profiler, TheChunkedHeadsBufferIsAWorkspaceBoundedAtItsChunk) {
+  TrainSettings settings = tiny_gpt();
+  settings.model.gpt.vocab = 512;
+  settings.model.gpt.head_chunk_rows = 24;
+  const auto profile = profile_model(settings, one_run_of(2));
+  ASSERT_TRUE(profile.ok()) << profile.status().message();
+  const sched::BlockProfile& head = profile->blocks.back();
+  ASSERT_EQ(head.name, "head");
+  EXPECT_EQ(head.bounded_workspace_per_sample, 16 * 512 * 4);  // seq rows of vocab floats
+  EXPECT_EQ(head.bounded_workspace_most, 24 * 512 * 4);
+  EXPECT_EQ(sched::bounded_workspace_bytes(head, 2), 24 * 512 * 4);
+  EXPECT_GE(head.workspace_bytes, 24 * 512 * 4);
+  for (std::size_t b = 0; b + 1 < profile->blocks.size(); ++b) {
+    EXPECT_EQ(profile->blocks[b].bounded_workspace_most, 0) << profile->blocks[b].name;
+  }
+  settings.model.gpt.head_chunk_rows = 0;
+  const auto whole = profile_model(settings, one_run_of(2));
+  ASSERT_TRUE(whole.ok()) << whole.status().message();
+  EXPECT_EQ(whole->blocks.back().bounded_workspace_most, 0);
+}
+
 TEST(Profiler, RejectsAnEmptyMicrobatch) {
   ProfileOptions options;
   options.microbatch_samples = 0;
