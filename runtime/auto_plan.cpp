@@ -7,6 +7,7 @@
 #include "offload/file_rate.hpp"
 #include "partition/plan_memory_hint.hpp"
 #include "partition/planner_layer_split.hpp"
+#include "runtime/head_choice.hpp"
 #include "runtime/json_file.hpp"
 #include "runtime/mpi_support.hpp"
 #include "runtime/plan_record.hpp"
@@ -45,6 +46,8 @@ AutoPlan plan_from_record(const nlohmann::json& record) {
       plan.splits.push_back({cut.at(0).get<std::int64_t>(), cut.at(1).get<std::int64_t>()});
     }
   }
+  if (j.contains("head_chunk_rows"))
+    plan.head_chunk_rows = j.at("head_chunk_rows").get<std::int64_t>();
   plan.predicted_iteration_s = record.at("predicted").at("iteration_seconds").get<double>();
   plan.explanation = record.at("explanation").get<std::string>();
   const nlohmann::json& offload = j.at("offload");
@@ -164,13 +167,11 @@ Result<ProbeReading> read_probe(const TrainSettings& settings,
 }
 
 // Rank 0's part: keep the profile, plan (or predict `requested`), keep the plan.
-Result<nlohmann::json> plan_on_rank_zero(const TrainSettings& settings,
-                                         const sched::ModelProfile& profile,
-                                         const sched::RankTopology& topology,
-                                         const std::string& output_dir,
-                                         const PipelineLayout* requested,
-                                         const OffloadConfig& offload,
-                                         const FileTierRate& file_rate) {
+Result<nlohmann::json> plan_on_rank_zero(
+    const TrainSettings& settings, const sched::ModelProfile& profile,
+    const sched::ModelProfile* chunked_head, const sched::RankTopology& topology,
+    const std::string& output_dir, const PipelineLayout* requested, const OffloadConfig& offload,
+    const FileTierRate& file_rate) {
   if (!output_dir.empty()) SPW_TRY(sched::write_profile(output_dir + "/profile.json", profile));
   PlanSources sources;
   sources.how = requested ? "the job's own layout, predicted" : "searched by the planner";
@@ -189,10 +190,12 @@ Result<nlohmann::json> plan_on_rank_zero(const TrainSettings& settings,
                                                       offload, sources.offload));
     planned.profile = profile;
   } else {
-    SPW_ASSIGN_OR_RETURN(planned, plan_model(settings, profile, topology, sources.offload));
+    SPW_ASSIGN_OR_RETURN(
+        planned, plan_model_and_head(settings, profile, chunked_head, topology, sources.offload));
   }
   nlohmann::json record = plan_record(planned.plan, planned.profile, topology, sources);
   record_layer_cuts(record, planned.splits);
+  if (requested == nullptr) record_head_chunks(record, settings, planned.head_chunk_rows);
   if (!output_dir.empty()) SPW_TRY(write_json_atomically(output_dir + "/plan.json", record));
   return record;
 }
@@ -216,6 +219,15 @@ Result<AutoPlan> measure_and_plan(const TrainSettings& settings, MPI_Comm comm,
   TrainSettings profiled = settings;
   if (requested == nullptr) profiled.model = profiled_model(settings);
   SPW_ASSIGN_OR_RETURN(sched::ModelProfile profile, profile_on_all_ranks(profiled, options, comm));
+  // model.head_chunk_rows = "auto": the head chunked too, on a one-layer probe (every rank
+  // alike, so all fail alike).
+  std::optional<sched::ModelProfile> chunked_head;
+  if (requested == nullptr && plans_head_chunks(settings)) {
+    TrainSettings probe = settings;
+    probe.model = chunked_head_probe(settings);
+    SPW_ASSIGN_OR_RETURN(sched::ModelProfile measured, profile_on_all_ranks(probe, options, comm));
+    SPW_ASSIGN_OR_RETURN(chunked_head, with_chunked_head(settings, profile, measured));
+  }
   // A forced layout runs with the offload it was given; a planned one with the job's.
   const OffloadConfig& offload = requested ? requested_offload : settings.offload;
   SPW_ASSIGN_OR_RETURN(FileTierRate file_rate, measure_file_tier_rate(offload, comm));
@@ -223,8 +235,8 @@ Result<AutoPlan> measure_and_plan(const TrainSettings& settings, MPI_Comm comm,
   std::string text;
   Status planned = Status::success();
   if (rank == 0) {
-    auto record =
-        plan_on_rank_zero(settings, profile, topology, output_dir, requested, offload, file_rate);
+    auto record = plan_on_rank_zero(settings, profile, chunked_head ? &*chunked_head : nullptr,
+                                    topology, output_dir, requested, offload, file_rate);
     planned = record.status();
     if (record.ok()) text = record->dump();
   }

@@ -13,10 +13,11 @@
 
 #include <mpi.h>
 
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "kernels/status.hpp"
 #include "partition/planner.hpp"
@@ -31,6 +32,9 @@ struct AutoPlan {
   // With model.split_layers = "auto": the layers the plan cuts at its stage boundaries, which
   // the run's model must split so (the layout's stages count their blocks); empty otherwise.
   std::vector<LayerSplit> splits;
+  // With model.head_chunk_rows = "auto": the rows a chunk of the head the plan was made for
+  // (0: whole), which the run's model must use; unset otherwise.
+  std::optional<std::int64_t> head_chunk_rows;
   // [replica * ranks_in_pipeline() + pipeline rank] -> the rank of the caller's
   // communicator that runs it.
   std::vector<int> world_rank;
@@ -111,6 +115,7 @@ struct ModelPlan {
   sched::Plan plan;
   sched::ModelProfile profile;     // the blocks plan.stages count
   std::vector<LayerSplit> splits;  // the cuts the plan keeps (model.splits of the run)
+  std::int64_t head_chunk_rows = 0;  // the run's model.gpt.head_chunk_rows (head_choice.hpp)
 };
 
 // make_plan on `measured` (a profile of profiled_model(settings)) and, where

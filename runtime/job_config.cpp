@@ -180,6 +180,21 @@ Status read_int_pair(const JobReader& r, std::string_view key, const std::string
   return r.integer(key, label + "[1]", *pair->get(1), second, min1);
 }
 
+Status read_head_chunk_rows(const JobReader& r, ModelConfig& model) {
+  constexpr std::string_view key = "model.head_chunk_rows";
+  const toml::node* node = r.find(key);
+  if (node == nullptr) return Status::success();
+  if (const toml::value<std::string>* word = node->as_string()) {
+    if (word->get() == "auto") {
+      model.head_chunk_auto = true;
+      return Status::success();
+    }
+    return r.fail(key, "'model.head_chunk_rows' must be an integer >= 0 or \"auto\", got \"" +
+                           word->get() + "\"");
+  }
+  return r.read_integer(key, model.head_chunk_rows, 0);
+}
+
 Status read_split_layers(const JobReader& r, ModelConfig& model) {
   constexpr std::string_view key = "model.split_layers";
   const toml::node* node = r.find(key);
@@ -259,7 +274,7 @@ Status read_model(const JobReader& r, ModelConfig& model) {
   SPW_TRY(r.read_integer("model.seq", model.seq, 1));
   SPW_TRY(r.read_integer("model.vocab", model.vocab, 1));
   SPW_TRY(r.read_number("model.ln_eps", model.ln_eps, Bound::positive));
-  SPW_TRY(r.read_integer("model.head_chunk_rows", model.head_chunk_rows, 0));
+  SPW_TRY(read_head_chunk_rows(r, model));
   if (model.d_model % model.heads != 0) {
     return r.fail_at({"model.d_model", "model.heads"},
                      "'model.d_model' (" + std::to_string(model.d_model) +
@@ -472,6 +487,21 @@ Status check_split_layers_auto(const JobReader& r, const ModelConfig& model,
 // leaves its weight gradient on the forward's.
 Status check_head_chunks(const JobReader& r, const ModelConfig& model,
                          const ParallelConfig& parallel) {
+  if (model.head_chunk_auto) {
+    if (parallel.stages.form != StagesSpec::Form::automatic) {
+      return r.fail_at({"model.head_chunk_rows", "parallel.stages"},
+                       "model.head_chunk_rows = \"auto\" lets the planner choose whether to "
+                       "chunk the head, which needs parallel.stages = \"auto\": set "
+                       "parallel.stages = \"auto\" or model.head_chunk_rows to a number of rows");
+    }
+    if (parallel.layout == Layout::pipefb) {
+      return r.fail_at({"model.head_chunk_rows", "parallel.layout"},
+                       "model.head_chunk_rows = \"auto\" has nothing to choose with "
+                       "parallel.layout = \"pipefb\", which needs the head whole: set "
+                       "parallel.layout = \"auto\" or \"classic\", or model.head_chunk_rows = 0");
+    }
+    return Status::success();
+  }
   if (model.head_chunk_rows == 0 || parallel.layout != Layout::pipefb) return Status::success();
   return r.fail_at({"model.head_chunk_rows", "parallel.layout"},
                    "model.head_chunk_rows computes the head's weight gradient in its forward, "

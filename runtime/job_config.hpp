@@ -58,6 +58,10 @@ struct ModelConfig {
   // 0: the head keeps each microbatch's logits; N: computes them N rows at a time and its
   // gradient in its forward (GptShape::head_chunk_rows). Not with parallel.layout = "pipefb".
   int head_chunk_rows = 0;
+  // head_chunk_rows = "auto": the planner plans the head whole and chunked
+  // (kAutoHeadChunkRows) and keeps the faster plan that fits memory.cap; needs
+  // parallel.stages = "auto" and a layout that may be classic.
+  bool head_chunk_auto = false;
   // [layer, front heads] pairs, by layer: each such layer becomes two blocks, LN1 with its
   // first heads, then the rest, so that a stage boundary can fall between them.
   std::vector<std::array<int, 2>> split_layers;

@@ -20,7 +20,11 @@ nlohmann::json to_json(const JobConfig& config) {
     model_json["seq"] = model.seq;
     model_json["vocab"] = model.vocab;
     model_json["ln_eps"] = model.ln_eps;
-    model_json["head_chunk_rows"] = model.head_chunk_rows;
+    if (model.head_chunk_auto) {
+      model_json["head_chunk_rows"] = "auto";
+    } else {
+      model_json["head_chunk_rows"] = model.head_chunk_rows;
+    }
     if (model.split_layers_auto) {
       model_json["split_layers"] = "auto";
     } else if (!model.split_layers.empty()) {

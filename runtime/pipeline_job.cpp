@@ -79,6 +79,7 @@ Result<PipelineJob> open_pipeline_job(const JobConfig& job, MPI_Comm comm,
     SPW_TRY(mpi_check(MPI_Comm_rank(in_order, &out.rank), "reading this rank's plan index"));
     out.settings.layout = plan.layout;
     out.settings.train.model.splits = plan.splits;
+    if (plan.head_chunk_rows) out.settings.train.model.gpt.head_chunk_rows = *plan.head_chunk_rows;
     out.planned = true;
     out.plan_explanation = plan.explanation;
     out.plan_record = plan.record;

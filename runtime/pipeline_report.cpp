@@ -387,6 +387,8 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
   nlohmann::json stages = nlohmann::json::array();
   for (const StageRange& range : layout.stages) stages.push_back({range.first, range.last});
   return nlohmann::json{
+      // The model as built, with the cuts and head chunks a plan chose ("auto" in the job).
+      {"model", executor.settings().train.model.describe()},
       {"layout",
        {{"pipeline_ranks", P},
         {"ranks_per_stage", layout.ranks_per_stage},

@@ -2,11 +2,13 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "kernels/memory_ledger.hpp"
 #include "kernels/threading.hpp"
 #include "partition/planner.hpp"
 #include "runtime/auto_plan.hpp"
+#include "runtime/head_choice.hpp"
 #include "runtime/json_file.hpp"
 #include "runtime/node_facts.hpp"
 #include "runtime/pipeline_job.hpp"
@@ -101,6 +103,10 @@ Status run_plan_command(const PlanCommand& command) {
   TrainSettings profiled = settings;
   profiled.model = profiled_model(settings);
   sched::ModelProfile profile;
+  std::optional<sched::ModelProfile> chunked_head;  // model.head_chunk_rows = "auto"
+  // A profile file holds one head: the plan keeps it whole (a run measures both).
+  const bool head_from_file = plans_head_chunks(settings) && !command.profile_path.empty();
+  if (head_from_file) settings.head_chunk_auto = false;
   if (!command.profile_path.empty()) {
     SPW_ASSIGN_OR_RETURN(profile, sched::read_profile(command.profile_path));
     SPW_TRY(sched::check_profile_matches(profile, profiled.model.describe(),
@@ -118,6 +124,12 @@ Status run_plan_command(const PlanCommand& command) {
     options.microbatch_samples = samples;
     options.repeats = command.repeats;
     SPW_ASSIGN_OR_RETURN(profile, profile_model(profiled, options));
+    if (plans_head_chunks(settings)) {
+      TrainSettings probe = settings;
+      probe.model = chunked_head_probe(settings);
+      SPW_ASSIGN_OR_RETURN(sched::ModelProfile measured, profile_model(probe, options));
+      SPW_ASSIGN_OR_RETURN(chunked_head, with_chunked_head(settings, profile, measured));
+    }
     sources.profile = "measured now on this node, " + std::to_string(setup.threads) +
                       " thread(s) (one rank's share of " + std::to_string(threads.local_ranks) +
                       " on a node), one process alone: a loaded node trains slower";
@@ -131,7 +143,14 @@ Status run_plan_command(const PlanCommand& command) {
   ModelPlan planned;
   if (job.parallel.stages.form == StagesSpec::Form::automatic) {
     sources.how = "searched by the planner";
-    SPW_ASSIGN_OR_RETURN(planned, plan_model(settings, profile, topology, sources.offload));
+    SPW_ASSIGN_OR_RETURN(
+        planned, plan_model_and_head(settings, profile, chunked_head ? &*chunked_head : nullptr,
+                                     topology, sources.offload));
+    if (head_from_file) {
+      planned.plan.explanation +=
+          "\nmodel.head_chunk_rows = \"auto\": " + command.profile_path +
+          " profiles one head, so the plan keeps it whole; spillway train profiles both";
+    }
   } else {
     sources.how = "the job's own layout, predicted";
     SPW_ASSIGN_OR_RETURN(PipelineLayout layout, requested_layout(job, command.ranks));
@@ -141,6 +160,7 @@ Status run_plan_command(const PlanCommand& command) {
   }
   nlohmann::json record = plan_record(planned.plan, planned.profile, topology, sources);
   record_layer_cuts(record, planned.splits);
+  record_head_chunks(record, settings, planned.head_chunk_rows);
   std::string path = command.output_path;
   if (path.empty()) {
     SPW_TRY(ensure_directory(job.output.dir));

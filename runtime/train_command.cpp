@@ -60,6 +60,7 @@ Result<TrainSettings> train_settings_from(const JobConfig& job) {
   s.layout = job.parallel.layout;
   s.offload = job.offload;
   s.split_layers_auto = job.model.split_layers_auto;
+  s.head_chunk_auto = job.model.head_chunk_auto;
   s.evaluates = job.eval.every > 0;
   return s;
 }
@@ -203,10 +204,10 @@ Result<RunEnd> run_train_command(const TrainCommand& command, MPI_Comm comm,
   if (size > 1) SPW_TRY(agree_on_status(comm, job.status()));
   if (!job.ok()) return job.status();
   SPW_ASSIGN_OR_RETURN(PipelineLayout layout, requested_layout(*job, size));
-  // The single-rank trainer is the reference; everything it does not do (chunks, offload)
-  // runs on the pipeline executor, which also runs on one rank.
+  // The single-rank trainer is the reference; everything it does not do (chunks, offload, a
+  // plan that chooses the head) runs on the pipeline executor, which also runs on one rank.
   if (layout.world_size() == 1 && layout.chunks == 1 && job->offload.tier == OffloadTier::none &&
-      !command.predict) {
+      !job->model.head_chunk_auto && !command.predict) {
     return run_single_rank(*job, command);
   }
   return run_pipeline_job(*job, command, comm, scope);

@@ -39,6 +39,10 @@ struct TrainSettings {
   // model.split_layers = "auto": the planner may cut gpt layers at its stage boundaries and
   // sets model.splits to the cuts it keeps. The trainer ignores it.
   bool split_layers_auto = false;
+  // model.head_chunk_rows = "auto": the planner plans the gpt's head whole and chunked
+  // (kAutoHeadChunkRows rows) and sets model.gpt.head_chunk_rows to its choice. The trainer
+  // ignores it.
+  bool head_chunk_auto = false;
   // The run evaluates (eval.every > 0): the held-out data opens with the trainer or the
   // executor, so a split that leaves too little text fails before the first step.
   bool evaluates = false;

@@ -151,6 +151,30 @@ ok = (r["config"]["model"]["split_layers"] == "auto"
 sys.exit(0 if ok else 1)
 PY
 
+# model.head_chunk_rows = "auto": the ranks profile the head chunked on a one-layer probe too,
+# the plan says what both heads would take and which it kept, and the run builds that head.
+run2 "$work/heads.txt" "$work/tiny.toml" --set "output.dir=$work/heads" \
+  --set 'parallel.stages="auto"' --set model.vocab=1024 --set 'model.head_chunk_rows="auto"'
+status=$?
+cat "$work/heads.txt"
+check "a plan that may chunk the head runs" test $status -eq 0
+check "the run builds the head the plan kept" python3 - "$work/heads/report.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+p = r["pipeline"]
+rows = p["plan"]["layout"]["head_chunk_rows"]
+explained = p["plan"]["explanation"]
+chunked = rows > 0
+ok = (r["config"]["model"]["head_chunk_rows"] == "auto"
+      and rows in (0, 1024)
+      and 'model.head_chunk_rows = "auto": head whole ' in explained
+      and " s a step, peak " in explained
+      and ("kept the head chunked" if chunked else "kept the head whole") in explained
+      and p["model"].endswith(" head_chunk_rows=1024") == chunked
+      and (not chunked or p["layout"]["schedule"] != "pipefb"))
+sys.exit(0 if ok else 1)
+PY
+
 # An automatic plan for a job that fixes its offload: the ranks measure the file tier's rate
 # together and every candidate is priced with the job's tier, keep and lookahead.
 run2 "$work/auto-file.txt" "$work/tiny.toml" --set "output.dir=$work/auto-file" \

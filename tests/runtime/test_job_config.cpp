@@ -554,6 +554,32 @@ TEST(JobConfigRanges, HeadChunkRows) {
       "rank: set parallel.layout = \"classic\" or \"auto\", or model.head_chunk_rows = 0");
 }
 
+TEST(JobConfigRanges, HeadChunkRowsAutoIsThePlannersAndNeedsPlannedStages) {
+  const std::string planned = "[parallel]\nstages = \"auto\"\n";
+  Result<JobConfig> job = parse("[model]\nhead_chunk_rows = \"auto\"\n" + kTrain + planned);
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  EXPECT_TRUE(job->model.head_chunk_auto);
+  EXPECT_EQ(job->model.head_chunk_rows, 0);
+  auto settings = train_settings_from(*job);
+  ASSERT_TRUE(settings.ok());
+  EXPECT_TRUE(settings->head_chunk_auto);
+  EXPECT_EQ(settings->model.gpt.head_chunk_rows, 0);  // the plan decides
+  EXPECT_EQ(to_json(*job)["model"]["head_chunk_rows"], "auto");
+  EXPECT_FALSE(parse("[model]\nhead_chunk_rows = 64\n" + kTrain)->model.head_chunk_auto);
+  EXPECT_EQ(error_of("[model]\nhead_chunk_rows = \"all\"\n" + kTrain + planned),
+            "job.toml:2: 'model.head_chunk_rows' must be an integer >= 0 or \"auto\", got "
+            "\"all\"");
+  EXPECT_EQ(error_of("[model]\nhead_chunk_rows = \"auto\"\n" + kTrain + "[parallel]\nstages = 2\n"),
+            "job.toml:2: model.head_chunk_rows = \"auto\" lets the planner choose whether to "
+            "chunk the head, which needs parallel.stages = \"auto\": set parallel.stages = "
+            "\"auto\" or model.head_chunk_rows to a number of rows");
+  EXPECT_EQ(error_of("[model]\nhead_chunk_rows = \"auto\"\n" + kTrain + planned +
+                     "layout = \"pipefb\"\n"),
+            "job.toml:2: model.head_chunk_rows = \"auto\" has nothing to choose with "
+            "parallel.layout = \"pipefb\", which needs the head whole: set parallel.layout = "
+            "\"auto\" or \"classic\", or model.head_chunk_rows = 0");
+}
+
 TEST(JobConfigRanges, MlpDims) {
   EXPECT_EQ(error_of("[model]\nkind = \"mlp\"\ndims = [784]\n" + kTrain),
             "job.toml:3: 'model.dims' needs at least 2 widths (input and output), got 1");
@@ -885,6 +911,7 @@ TEST(JobConfigJson, RoundTripsThroughAJobFile) {
       {kGptS, {"offload.engine_pu=none"}},
       {"[model]\nsplit_layers = [[4, 1], [6, 3]]\n" + kTrain, {}},
       {"[model]\nsplit_layers = \"auto\"\n" + kTrain, {"parallel.stages=auto"}},
+      {"[model]\nhead_chunk_rows = \"auto\"\n" + kTrain, {"parallel.stages=auto"}},
   };
   for (const auto& [text, overrides] : jobs) {
     Result<JobConfig> original = parse(text, overrides);
