@@ -32,7 +32,8 @@ std::string describe_corpus(const TextCorpus& corpus, const std::string& part) {
 }
 std::string describe_corpus(const TokenFile& file, const std::string& part) {
   return "token file " + file.path() + " (" + std::to_string(file.size()) + " tokens of " +
-         std::to_string(file.token_bytes()) + " bytes" + part + ")";
+         std::to_string(file.token_bytes()) + " bytes" +
+         (file.has_llmc_header() ? " after llm.c's header" : "") + part + ")";
 }
 
 // Windows of a stream of tokens: a TextCorpus or a TokenFile, which draw them alike.

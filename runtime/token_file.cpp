@@ -22,6 +22,7 @@ static_assert(std::endian::native == std::endian::little, "token files are littl
 struct TokenFile::Mapping {
   const unsigned char* bytes = nullptr;
   std::size_t length = 0;
+  std::int64_t header_bytes = 0;  // before the first id
 
   Mapping() = default;
   Mapping(const Mapping&) = delete;
@@ -70,6 +71,49 @@ std::int64_t first_out_of_range(const Id* ids, std::int64_t count, std::int64_t 
   return -1;
 }
 
+// llm.c's token files (its dev/data scripts) open with 256 int32s: a magic that names the id
+// width, a version, and the count of ids after the header.
+struct LlmcFormat {
+  std::int32_t magic;
+  std::int32_t version;
+  int token_bytes;
+  const char* ids;  // what its writer calls them
+};
+constexpr LlmcFormat kLlmcFormats[] = {{20240520, 1, 2, "gpt-2"}, {20240801, 7, 4, "llama-3"}};
+constexpr std::int64_t kLlmcHeaderBytes = 256 * 4;
+
+// The header's length when the file opens with llm.c's header (its magic and version), else
+// 0: a file without one is ids from its first byte. A header whose count or id width
+// disagrees with the file or the job is an error naming what to change.
+Result<std::int64_t> llmc_header_bytes(const std::string& path, int fd, std::int64_t length,
+                                       int token_bytes) {
+  if (length < kLlmcHeaderBytes) return std::int64_t{0};
+  std::int32_t head[3] = {};
+  if (::pread(fd, head, sizeof head, 0) != static_cast<ssize_t>(sizeof head)) {
+    return system_error(path, "cannot read", errno);
+  }
+  for (const LlmcFormat& format : kLlmcFormats) {
+    if (head[0] != format.magic || head[1] != format.version) continue;
+    const std::string what = token_file_text(path) + " has llm.c's header for " + format.ids +
+                             " ids of " + std::to_string(format.token_bytes) + " bytes";
+    if (token_bytes != format.token_bytes) {
+      return error(StatusCode::invalid_argument,
+                   what + ", but data.token_bytes = " + std::to_string(token_bytes) +
+                       ": set data.token_bytes = " + std::to_string(format.token_bytes));
+    }
+    const std::int64_t payload = length - kLlmcHeaderBytes;
+    if (head[2] < 0 || payload != std::int64_t{head[2]} * format.token_bytes) {
+      return error(StatusCode::invalid_argument,
+                   what + " and a count of " + std::to_string(head[2]) + " ids, but " +
+                       std::to_string(payload) +
+                       " bytes follow the header: the file is truncated or was not written "
+                       "whole; write it again");
+    }
+    return kLlmcHeaderBytes;
+  }
+  return std::int64_t{0};
+}
+
 }  // namespace
 
 Result<TokenFile> TokenFile::open(const std::string& path, int token_bytes, std::int64_t vocab,
@@ -89,13 +133,16 @@ Result<TokenFile> TokenFile::open(const std::string& path, int token_bytes, std:
                  token_file_text(path) + " is not a regular file (check data.path)");
   }
   const auto length = static_cast<std::int64_t>(info.st_size);
-  if (length % token_bytes != 0) {
+  SPW_ASSIGN_OR_RETURN(const std::int64_t header_bytes,
+                       llmc_header_bytes(path, fd, length, token_bytes));
+  const std::int64_t id_bytes = length - header_bytes;
+  if (id_bytes % token_bytes != 0) {
     return error(StatusCode::invalid_argument,
                  token_file_text(path) + " has " + std::to_string(length) +
                      " bytes, not a whole number of " + std::to_string(token_bytes) +
                      "-byte tokens: check data.token_bytes (2: uint16 ids, 4: uint32)");
   }
-  const std::int64_t tokens = length / token_bytes;
+  const std::int64_t tokens = id_bytes / token_bytes;
   // Written as a subtraction so a huge seq cannot overflow seq + 2.
   if (tokens < 2 || tokens - 2 < seq) {
     return error(StatusCode::invalid_argument,
@@ -108,12 +155,15 @@ Result<TokenFile> TokenFile::open(const std::string& path, int token_bytes, std:
   auto mapping = std::make_shared<Mapping>();
   mapping->bytes = static_cast<const unsigned char*>(address);
   mapping->length = static_cast<std::size_t>(length);
+  mapping->header_bytes = header_bytes;
 
-  // mmap returns a page-aligned address, so the ids can be read in place.
+  // mmap returns a page-aligned address and a header is 1 KiB, so the ids can be read in
+  // place.
+  const unsigned char* ids = mapping->bytes + header_bytes;
   const std::int64_t bad =
       token_bytes == 2
-          ? first_out_of_range(reinterpret_cast<const std::uint16_t*>(address), tokens, vocab)
-          : first_out_of_range(reinterpret_cast<const std::uint32_t*>(address), tokens, vocab);
+          ? first_out_of_range(reinterpret_cast<const std::uint16_t*>(ids), tokens, vocab)
+          : first_out_of_range(reinterpret_cast<const std::uint32_t*>(ids), tokens, vocab);
   TokenFile file;
   file.mapping_ = std::move(mapping);
   file.size_ = tokens;
@@ -132,8 +182,10 @@ Result<TokenFile> TokenFile::open(const std::string& path, int token_bytes, std:
 }
 
 const unsigned char* TokenFile::first_byte() const {
-  return mapping_->bytes + first_ * token_bytes_;
+  return mapping_->bytes + mapping_->header_bytes + first_ * token_bytes_;
 }
+
+bool TokenFile::has_llmc_header() const { return mapping_->header_bytes > 0; }
 
 std::uint64_t TokenFile::digest() const {
   return data_digest(first_byte(), static_cast<std::size_t>(size_ * token_bytes_));

@@ -1,9 +1,11 @@
-// TokenFile: a corpus tokenized ahead of time, as a flat file of token ids with no header,
-// little-endian, 2 bytes a token (uint16: what nanoGPT's prepare scripts write to train.bin,
-// for vocabularies of up to 65,536 ids) or 4 (uint32). The file is mapped read-only rather than
-// read, so a corpus of many GiB costs a rank no heap and the ranks of a node share its pages.
-// Windows are drawn with the text corpus's formula (sample_window.hpp), so the bytes of a text
-// stored as 2-byte tokens give exactly the text corpus's batches.
+// TokenFile: a corpus tokenized ahead of time, as a flat file of token ids, little-endian, 2
+// bytes a token (uint16: what nanoGPT's prepare scripts write to train.bin, for vocabularies
+// of up to 65,536 ids) or 4 (uint32), either from the first byte or after llm.c's header (256
+// int32s: magic 20240520 version 1 for uint16 ids, 20240801 version 7 for uint32, then the
+// count of ids; what llm.c's dev/data scripts write), which open() recognises by itself. The file
+// is mapped read-only rather than read, so a corpus of many GiB costs a rank no heap and the ranks
+// of a node share its pages. Windows are drawn with the text corpus's formula (sample_window.hpp),
+// so the bytes of a text stored as 2-byte tokens give exactly the text corpus's batches.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +20,8 @@ class TokenFile {
  public:
   // Maps `path` and checks every id once, so that a bad file fails before training rather
   // than hours into it. not_found for a missing file, io_error for one that cannot be opened
-  // or mapped; invalid_argument, naming the key to change, when token_bytes is not 2 or 4,
+  // or mapped; invalid_argument, naming the key to change, when token_bytes is not 2 or 4 or
+  // not the width an llm.c header names, that header's count disagrees with the file's size,
   // the size is not a whole number of tokens, the file holds fewer than seq + 2 tokens (the
   // least that leaves one window), or an id is not below `vocab` (the first such).
   static Result<TokenFile> open(const std::string& path, int token_bytes, std::int64_t vocab,
@@ -43,6 +46,7 @@ class TokenFile {
   std::int32_t token(std::int64_t i) const;
   const std::string& path() const { return path_; }
   int token_bytes() const { return token_bytes_; }
+  bool has_llmc_header() const;
   // data_digest() of this part's bytes, computed at each call (a pass over them).
   std::uint64_t digest() const;
 

@@ -529,6 +529,24 @@ ok = (len(two["loss"]) == 5 and two["loss"] == one["loss"] and len(two["eval"]) 
       and two["data"] == one["data"] and two["data"].endswith("(400 tokens of 2 bytes held out)"))
 sys.exit(0 if ok else 1)
 PY
+# The same ids behind llm.c's header (magic 20240520, version 1, count): the same losses.
+python3 - "$work/ids.bin" "$work/llmc.bin" <<'PY'
+import struct, sys
+ids = open(sys.argv[1], "rb").read()
+header = struct.pack("<3i", 20240520, 1, len(ids) // 2) + bytes(253 * 4)
+open(sys.argv[2], "wb").write(header + ids)
+PY
+run2 "$work/llmc.txt" "$work/tiny.toml" --set "output.dir=$work/llmc" "${token_args[@]}" \
+  --set "data.path=\"$work/llmc.bin\""
+check "a pipeline trains on a token file with llm.c's header" test $? -eq 0
+check "its header says so" grep -q "^spillway: data: token file $work/llmc.bin (3600 tokens of 2 bytes after llm.c's header for training)" "$work/llmc.txt"
+check "to the losses of the same ids without it" \
+  python3 - "$work/tokens/report.json" "$work/llmc/report.json" <<'PY'
+import json, sys
+raw, llmc = (json.load(open(f)) for f in sys.argv[1:])
+sys.exit(0 if llmc["loss"] == raw["loss"] and len(raw["eval"]) == 3
+         and [e["loss"] for e in llmc["eval"]] == [e["loss"] for e in raw["eval"]] else 1)
+PY
 run2 "$work/tokens-bad.txt" "$work/tiny.toml" --set "output.dir=$work/tokens-bad" \
   "${token_args[@]}" --set model.vocab=900
 check "ids beyond model.vocab exit non-zero before training" test $? -ne 0

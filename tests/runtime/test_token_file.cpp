@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "runtime/job_config.hpp"
@@ -112,6 +113,73 @@ TEST(TokenFile, IdsBeyondAByteAndWiderThanTwoBytesReadBack) {
       EXPECT_EQ(b.targets[row * 8 + t], b.tokens[row * 8 + t + 1]);
     }
   }
+}
+
+// llm.c's header as its dev/data scripts write it: 256 int32s, magic, version, count.
+void write_llmc(const std::string& path, const std::vector<std::uint32_t>& ids, std::int32_t magic,
+                std::int32_t version, int width, std::int64_t count) {
+  std::vector<std::int32_t> header(256, 0);
+  header[0] = magic;
+  header[1] = version;
+  header[2] = static_cast<std::int32_t>(count);
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(header.data()), 256 * 4);
+  }
+  const std::string body = path + ".ids";
+  write_ids(body, ids, width);
+  std::ofstream(path, std::ios::binary | std::ios::app)
+      << std::ifstream(body, std::ios::binary).rdbuf();
+}
+
+// A file behind llm.c's header reads as the same ids without it: batches, parts and digest,
+// for both of its id widths.
+TEST(TokenFile, AnLlmcHeaderIsReadAndTheIdsAfterItAreTheFile) {
+  TempDir dir("spw-tokens");
+  const std::vector<std::uint32_t> ids = as_ids(text_bytes(3000));
+  for (const auto& [magic, version, width] :
+       {std::tuple{20240520, 1, 2}, std::tuple{20240801, 7, 4}}) {
+    const std::string raw = dir.file("raw" + std::to_string(width) + ".bin");
+    const std::string headed = dir.file("llmc" + std::to_string(width) + ".bin");
+    write_ids(raw, ids, width);
+    write_llmc(headed, ids, magic, version, width, 3000);
+    auto plain = TokenFile::open(raw, width, 256, 32);
+    auto file = TokenFile::open(headed, width, 256, 32);
+    ASSERT_TRUE(plain.ok() && file.ok()) << file.status().message();
+    EXPECT_FALSE(plain->has_llmc_header());
+    EXPECT_TRUE(file->has_llmc_header());
+    EXPECT_EQ(file->size(), 3000);
+    EXPECT_EQ(file->digest(), plain->digest());
+    for (std::int64_t step : {0, 5, 99999}) {
+      EXPECT_EQ(batch_of(*file, step, 6, 32), batch_of(*plain, step, 6, 32)) << width;
+    }
+    auto held = file->held_out_part(0.1, 32);
+    ASSERT_TRUE(held.ok());
+    EXPECT_EQ(held->token(0), static_cast<std::int32_t>(ids[2700]));
+  }
+}
+
+TEST(TokenFile, AnLlmcHeaderThatDisagreesIsRefusedWithWhatToChange) {
+  TempDir dir("spw-tokens");
+  const std::vector<std::uint32_t> ids(500, 7);
+  write_llmc(dir.file("gpt2.bin"), ids, 20240520, 1, 2, 500);
+  EXPECT_EQ(TokenFile::open(dir.file("gpt2.bin"), 4, 256, 8).status().message(),
+            "token file " + dir.file("gpt2.bin") +
+                " has llm.c's header for gpt-2 ids of 2 bytes, but data.token_bytes = 4: set "
+                "data.token_bytes = 2");
+  write_llmc(dir.file("cut.bin"), ids, 20240801, 7, 4, 600);
+  EXPECT_EQ(TokenFile::open(dir.file("cut.bin"), 4, 256, 8).status().message(),
+            "token file " + dir.file("cut.bin") +
+                " has llm.c's header for llama-3 ids of 4 bytes and a count of 600 ids, but 2000 "
+                "bytes follow the header: the file is truncated or was not written whole; write "
+                "it again");
+  // Another version under the same magic is not llm.c's format: ids from the first byte,
+  // whose first two (the magic's halves) name ids past the vocabulary.
+  write_llmc(dir.file("v2.bin"), ids, 20240520, 2, 2, 500);
+  EXPECT_EQ(TokenFile::open(dir.file("v2.bin"), 2, 256, 8).status().message(),
+            "token file " + dir.file("v2.bin") +
+                ": token 55432 at index 0 is not below model.vocab = 256: raise model.vocab, or "
+                "check data.token_bytes (2 now)");
 }
 
 TEST(TokenFile, APartOutlivesTheFileItCameFrom) {
