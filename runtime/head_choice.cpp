@@ -70,8 +70,7 @@ Result<ModelPlan> plan_model_and_head(const TrainSettings& settings,
   if (!plans_head_chunks(settings)) return plan_model(settings, whole, topology, bandwidth);
   if (chunked_profile == nullptr) {
     return error(StatusCode::internal,
-                 "model.head_chunk_rows = \"auto\" without a profile "
-                 "of the chunked head");
+                 "model.head_chunk_rows = \"auto\" without a profile of the chunked head");
   }
   TrainSettings whole_head = settings;
   whole_head.model.gpt.head_chunk_rows = 0;
