@@ -85,8 +85,10 @@ Result<ModelPlan> plan_model_and_head(const TrainSettings& settings,
                  "no plan with the head whole (" + as_whole.status().message() +
                      ") nor chunked at " + rows + " rows (" + as_chunked.status().message() + ")");
   }
-  const bool take_chunked = !as_whole.ok() || (as_chunked.ok() && as_chunked->plan.iteration_s <
-                                                                      as_whole->plan.iteration_s);
+  const bool take_chunked =
+      !as_whole.ok() ||
+      (as_chunked.ok() &&
+       as_chunked->plan.iteration_s < (1 - kHeadChoiceMargin) * as_whole->plan.iteration_s);
   ModelPlan out = take_chunked ? std::move(*as_chunked) : std::move(*as_whole);
   out.head_chunk_rows = take_chunked ? kAutoHeadChunkRows : 0;
   out.plan.explanation += "\nmodel.head_chunk_rows = \"auto\": " + both + ": kept the head " +

@@ -23,6 +23,12 @@ namespace spw {
 // 256-row chunks ran 10% slower (README, "With GPT-2's vocabulary").
 inline constexpr std::int64_t kAutoHeadChunkRows = 1024;
 
+// How much faster the chunked head's plan must be predicted to be kept over a whole head's
+// that fits too: two profiles of the same job differ by a few percent (gpt2v under a 600 MiB
+// cap: chunked 1.211 against whole 1.221 s in one run, 1.285 against 1.237 in the next), and
+// the whole head keeps its logits for whoever reads them.
+inline constexpr double kHeadChoiceMargin = 0.02;
+
 // settings.head_chunk_auto on a gpt.
 bool plans_head_chunks(const TrainSettings& settings);
 
@@ -37,8 +43,9 @@ Result<sched::ModelProfile> with_chunked_head(const TrainSettings& settings,
                                               const sched::ModelProfile& probe);
 
 // plan_model with the head whole (on `whole`) and, where plans_head_chunks, chunked (on
-// `chunked`, from with_chunked_head, its plan classic): the plan predicted faster among those
-// that fit, with ModelPlan::head_chunk_rows set and both predictions in its explanation.
+// `chunked`, from with_chunked_head, its plan classic): the chunked head's plan where only it
+// fits or it is predicted kHeadChoiceMargin faster, else the whole head's, with
+// ModelPlan::head_chunk_rows set and both predictions in its explanation.
 // When neither fits, the error names both reasons; without plans_head_chunks, plan_model.
 Result<ModelPlan> plan_model_and_head(const TrainSettings& settings,
                                       const sched::ModelProfile& whole,

@@ -131,7 +131,20 @@ TEST(HeadChoice, KeepsTheFasterPlanThatFits) {
   planned = plan_model_and_head(s, whole, &faster, one_rank(), {});
   ASSERT_TRUE(planned.ok()) << planned.status().message();
   EXPECT_EQ(planned->head_chunk_rows, kAutoHeadChunkRows);
-  EXPECT_LT(planned->plan.iteration_s, whole_s);
+  EXPECT_LT(planned->plan.iteration_s, (1 - kHeadChoiceMargin) * whole_s);
+
+  // Faster by less than the margin (its passes 2.97 + 0.02 ms against 3): the whole head.
+  const sched::ModelProfile barely = *with_chunked_head(s, whole, chunked_probe(s, 2.97e-3));
+  TrainSettings chunked = s;
+  chunked.model.gpt.head_chunk_rows = kAutoHeadChunkRows;
+  const auto on_its_own = plan_model(chunked, barely, one_rank(), {});
+  ASSERT_TRUE(on_its_own.ok()) << on_its_own.status().message();
+  EXPECT_LT(on_its_own->plan.iteration_s, whole_s);
+  planned = plan_model_and_head(s, whole, &barely, one_rank(), {});
+  ASSERT_TRUE(planned.ok()) << planned.status().message();
+  EXPECT_EQ(planned->head_chunk_rows, 0);
+  EXPECT_EQ(planned->plan.iteration_s, whole_s);
+  EXPECT_NE(planned->plan.explanation.find("kept the head whole"), std::string::npos);
 }
 
 TEST(HeadChoice, WhenNeitherFitsTheErrorGivesBothReasons) {
