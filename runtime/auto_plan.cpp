@@ -223,9 +223,8 @@ Result<AutoPlan> measure_and_plan(const TrainSettings& settings, MPI_Comm comm,
   // alike, so all fail alike).
   std::optional<sched::ModelProfile> chunked_head;
   if (requested == nullptr && plans_head_chunks(settings)) {
-    TrainSettings probe = settings;
-    probe.model = chunked_head_probe(settings);
-    SPW_ASSIGN_OR_RETURN(sched::ModelProfile measured, profile_on_all_ranks(probe, options, comm));
+    SPW_ASSIGN_OR_RETURN(sched::ModelProfile measured,
+                         profile_on_all_ranks(chunked_head_probe(settings), options, comm));
     SPW_ASSIGN_OR_RETURN(chunked_head, with_chunked_head(settings, profile, measured));
   }
   // A forced layout runs with the offload it was given; a planned one with the job's.

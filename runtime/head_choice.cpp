@@ -38,11 +38,10 @@ bool plans_head_chunks(const TrainSettings& settings) {
   return settings.head_chunk_auto && settings.model.kind == "gpt";
 }
 
-ModelSpec chunked_head_probe(const TrainSettings& settings) {
-  ModelSpec probe = settings.model;
-  probe.gpt.layers = 1;
-  probe.splits.clear();
-  probe.gpt.head_chunk_rows = kAutoHeadChunkRows;
+TrainSettings chunked_head_probe(const TrainSettings& settings) {
+  TrainSettings probe = chunked(settings);
+  probe.model.gpt.layers = 1;
+  probe.model.splits.clear();
   return probe;
 }
 

@@ -32,8 +32,9 @@ inline constexpr double kHeadChoiceMargin = 0.02;
 // settings.head_chunk_auto on a gpt.
 bool plans_head_chunks(const TrainSettings& settings);
 
-// The model whose head the choice profiles chunked: the job's gpt with one layer, no cuts.
-ModelSpec chunked_head_probe(const TrainSettings& settings);
+// What the choice profiles the chunked head with: the job's settings, its gpt with one layer,
+// no cuts, the head chunked at kAutoHeadChunkRows.
+TrainSettings chunked_head_probe(const TrainSettings& settings);
 
 // `whole` (a profile of profiled_model(settings)) with the head's entry of `probe` (a
 // profile of chunked_head_probe(settings)), describing profiled_model(settings) with its

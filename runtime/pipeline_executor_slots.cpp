@@ -462,8 +462,7 @@ void PipelineExecutor::release_if_offloading(Slot& s, int chunk) {
 // A finished slot of a chunk that runs backwards may wait a long time for its last sends
 // (a gradient the previous stage receives late, an output the next stage took long ago):
 // when memory is tight (the chunk's stashes are offloaded) everything no send can read goes
-// back now. Sends read
-// only the chunk's output (SendAct) and its input gradient (SendGrad).
+// back now. Sends read only the chunk's output (SendAct) and its input gradient (SendGrad).
 void PipelineExecutor::release_unsent(Slot& s, int chunk) {
   if (!gives_slots_back(chunk) || !runs_backward(chunk)) return;
   const std::size_t output = chunks_[static_cast<std::size_t>(chunk)]->size();

@@ -125,9 +125,8 @@ Status run_plan_command(const PlanCommand& command) {
     options.repeats = command.repeats;
     SPW_ASSIGN_OR_RETURN(profile, profile_model(profiled, options));
     if (plans_head_chunks(settings)) {
-      TrainSettings probe = settings;
-      probe.model = chunked_head_probe(settings);
-      SPW_ASSIGN_OR_RETURN(sched::ModelProfile measured, profile_model(probe, options));
+      SPW_ASSIGN_OR_RETURN(sched::ModelProfile measured,
+                           profile_model(chunked_head_probe(settings), options));
       SPW_ASSIGN_OR_RETURN(chunked_head, with_chunked_head(settings, profile, measured));
     }
     sources.profile = "measured now on this node, " + std::to_string(setup.threads) +

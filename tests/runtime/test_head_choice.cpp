@@ -51,7 +51,7 @@ sched::ModelProfile whole_head_profile(const TrainSettings& s) {
 // `forward_s` in all, and 64 KiB stashed.
 sched::ModelProfile chunked_probe(const TrainSettings& s, double forward_s) {
   sched::ModelProfile p;
-  p.model = chunked_head_probe(s).describe();
+  p.model = chunked_head_probe(s).model.describe();
   p.microbatch_samples = 8;
   p.blocks = {block("embedding", 1e-4, 1e-4, 0), block("blocks.0", 1e-3, 1e-3, 64 << 10),
               block("head", forward_s, 1e-5, 64 << 10)};
@@ -68,7 +68,7 @@ TEST(HeadChoice, TheProbeIsTheJobsGptWithOneLayerAndItsHeadChunked) {
   TrainSettings s = gpt_choosing_its_head();
   s.model.gpt.layers = 6;
   s.model.splits = {{2, 1}};
-  const ModelSpec probe = chunked_head_probe(s);
+  const ModelSpec probe = chunked_head_probe(s).model;
   EXPECT_EQ(probe.describe(), "gpt layers=1 d_model=32 heads=2 seq=16 vocab=4096 head_chunk_rows=" +
                                   std::to_string(kAutoHeadChunkRows));
   EXPECT_TRUE(plans_head_chunks(s));
