@@ -200,6 +200,19 @@ Result<nlohmann::json> plan_on_rank_zero(
   return record;
 }
 
+// What a rank that only runs forwards holds of each block: no gradients, optimizer state or
+// backward buffers.
+void forwards_only(sched::ModelProfile& profile) {
+  for (sched::BlockProfile& block : profile.blocks) {
+    block.gradient_bytes = 0;
+    block.optimizer_state_bytes = 0;
+    block.backward_bytes = 0;
+    block.workspace_bytes = 0;
+    block.bounded_workspace_per_sample = 0;
+    block.bounded_workspace_most = 0;
+  }
+}
+
 Result<AutoPlan> measure_and_plan(const TrainSettings& settings, MPI_Comm comm,
                                   const std::string& output_dir, const PipelineLayout* requested,
                                   const OffloadConfig& requested_offload) {
@@ -226,6 +239,12 @@ Result<AutoPlan> measure_and_plan(const TrainSettings& settings, MPI_Comm comm,
     SPW_ASSIGN_OR_RETURN(sched::ModelProfile measured,
                          profile_on_all_ranks(chunked_head_probe(settings), options, comm));
     SPW_ASSIGN_OR_RETURN(chunked_head, with_chunked_head(settings, profile, measured));
+  }
+  if (settings.inference_only) {
+    // Forwards alone hold parameters alone: a layout fits if they and its stashes do. The
+    // plan's times still price training, which only orders the layouts that fit.
+    forwards_only(profile);
+    if (chunked_head) forwards_only(*chunked_head);
   }
   // A forced layout runs with the offload it was given; a planned one with the job's.
   const OffloadConfig& offload = requested ? requested_offload : settings.offload;

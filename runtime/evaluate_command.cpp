@@ -36,11 +36,8 @@ Status run_evaluate_command(const EvaluateCommand& command, MPI_Comm comm, Failu
   int size = 1, rank = 0;
   MPI_Comm_size(comm, &size);
   MPI_Comm_rank(comm, &rank);
-  auto loaded = load_job_file(command.config_path, command.overrides);
-  // A file every rank reads alike fails alike, but a node may lack it: agree first.
-  if (size > 1) SPW_TRY(agree_on_status(comm, loaded.status()));
-  SPW_TRY(loaded.status());
-  JobConfig job = *loaded;
+  SPW_ASSIGN_OR_RETURN(JobConfig job,
+                       load_job_on_ranks(command.config_path, command.overrides, comm));
   job.train.init_from = command.checkpoint;
   if (command.batches > 0) job.eval.batches = command.batches;
   auto meta = read_checkpoint_meta(command.checkpoint);
@@ -55,7 +52,11 @@ Status run_evaluate_command(const EvaluateCommand& command, MPI_Comm comm, Failu
   } else {
     PipelineJobOptions options;
     options.create_output_dir = false;
-    SPW_ASSIGN_OR_RETURN(PipelineJob opened, open_pipeline_job(job, comm, options));
+    options.inference_only = true;
+    // Without an output directory: planning then writes no plan.json over the run's own.
+    JobConfig evaluated = job;
+    evaluated.output.dir.clear();
+    SPW_ASSIGN_OR_RETURN(PipelineJob opened, open_pipeline_job(evaluated, comm, options));
     SPW_TRY(opened.executor->open_evaluation_data());
     // From here a failure may strand peers inside MPI calls: only the job's end frees them.
     scope = FailureScope::this_rank;

@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
 
   spw::SampleCommand sample;
   CLI::App* sample_app =
-      app.add_subcommand("sample", "Continue a prompt with a checkpoint of a GPT (one process)");
+      app.add_subcommand("sample", "Continue a prompt with a checkpoint of a GPT");
   add_job_file(sample_app, sample.config_path, "Job file (TOML) of the model");
   add_required_file(sample_app, "--checkpoint", sample.checkpoint, "Checkpoint to sample from");
   CLI::Option* prompt = sample_app->add_option("--prompt", sample.settings.prompt,
@@ -166,7 +166,7 @@ int main(int argc, char** argv) {
     if (evaluate_app->parsed()) {
       status = spw::run_evaluate_command(evaluate, MPI_COMM_WORLD, scope);
     }
-    if (sample_app->parsed() && mpi.rank() == 0) status = spw::run_sample_command(sample);
+    if (sample_app->parsed()) status = spw::run_sample_command(sample, MPI_COMM_WORLD, scope);
     // One process measures; under mpirun the other ranks have nothing to do.
     if (profile_app->parsed() && mpi.rank() == 0) status = spw::run_profile_command(profile);
     // Planning needs no ranks: under mpirun rank 0 plans alone.

@@ -151,6 +151,8 @@ Status PipelineExecutor::setup(const PipelineSettings& settings, MPI_Comm world)
   }
   end_open_decay_at(settings_.train.optimizer.schedule, total_steps_);
   std::vector<NamedParameter> all, trained;
+  // Parameters whose stage's backward runs here: each counted once over a replica's ranks.
+  std::size_t owned_count = 0;
   const int local_chunks = schedule_.chunks_on(pipeline_rank_);
   for (int c = 0; c < local_chunks; ++c) {
     chunk_stage_.push_back(schedule_.stage(pipeline_rank_, c));
@@ -158,7 +160,7 @@ Status PipelineExecutor::setup(const PipelineSettings& settings, MPI_Comm world)
         schedule_.stage_of(pipeline_rank_, c, sched::Direction::backward) >= 0);
     const StageRange& range = l.stages[static_cast<std::size_t>(global_stage(c))];
     std::optional<WithoutGradients> forward_only;
-    if (!runs_backward(c)) forward_only.emplace();
+    if (!runs_backward(c) || train.inference_only) forward_only.emplace();
     SPW_ASSIGN_OR_RETURN(auto chunk, Model::build(train.model, range.first, range.last));
     forward_only.reset();
     SPW_TRY(chunk->init_parameters(train.seed));
@@ -170,6 +172,8 @@ Status PipelineExecutor::setup(const PipelineSettings& settings, MPI_Comm world)
     for (std::size_t k = 0; k < parameters.size(); ++k) {
       all.push_back(parameters[k]);
       if (!runs_backward(c)) continue;
+      owned_count += static_cast<std::size_t>(parameters[k].value->numel());
+      if (train.inference_only) continue;
       trained.push_back(parameters[k]);
       clip_order_.push_back(static_cast<double>(global_stage(c)) * (1 << 20) +
                             static_cast<double>(k));
@@ -181,9 +185,7 @@ Status PipelineExecutor::setup(const PipelineSettings& settings, MPI_Comm world)
     SPW_ASSIGN_OR_RETURN(optimizer_, make_optimizer(train.optimizer, trained));
   }
 
-  std::size_t local_count = 0;
-  for (const auto& p : trained) local_count += static_cast<std::size_t>(p.value->numel());
-  unsigned long long mine = replica_ == 0 ? local_count : 0;
+  unsigned long long mine = replica_ == 0 ? owned_count : 0;
   unsigned long long total = 0;
   SPW_TRY(mpi_check(MPI_Allreduce(&mine, &total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, world),
                     "counting parameters"));
@@ -333,7 +335,12 @@ Status PipelineExecutor::forward(int mb, int chunk) {
     }
     double loss = 0;
     SPW_TRY(block.forward(data, b == 0 ? input : &s->acts.at(b), output, s->states[b], &loss));
-    if (block.computes_loss()) losses_[static_cast<std::size_t>(mb)] = loss;
+    if (block.computes_loss()) {
+      losses_[static_cast<std::size_t>(mb)] = loss;
+      if (capture_position_ >= 0 && mb == 0 && replica_ == 0) {
+        SPW_TRY(capture_logits(block.logits(s->states[b])));
+      }
+    }
     SPW_TRY(poke_communication());
   }
   if (engine_) {
@@ -598,6 +605,10 @@ Status PipelineExecutor::execute(const sched::Instruction& in, std::size_t posit
 }
 
 Status PipelineExecutor::run_step(StepResult& result) {
+  if (settings_.train.inference_only) {
+    return error(StatusCode::unsupported,
+                 "this pipeline was built for forwards only (inference_only): it cannot train");
+  }
   step_start_ = now();
   const std::int64_t step = step_ + 1;
   tracing_ = settings_.trace_steps > 0 && step >= settings_.trace_first_step &&
@@ -744,6 +755,79 @@ Result<double> PipelineExecutor::evaluate(int batches) {
   SPW_TRY(mpi_check(MPI_Allreduce(&share, &sum, 1, MPI_DOUBLE, MPI_SUM, world_),
                     "summing the evaluation's loss"));
   return sum / batches;
+}
+
+Status PipelineExecutor::capture_logits(const Tensor* logits) {
+  if (logits == nullptr) {  // next_token_logits refuses a chunked head before the pass
+    return error(StatusCode::internal, "the head kept no logits for a sampling pass");
+  }
+  const auto vocab = static_cast<std::size_t>(logits->shape().cols());
+  const float* row = logits->data() + static_cast<std::size_t>(capture_position_) * vocab;
+  captured_logits_.assign(row, row + vocab);
+  return Status::success();
+}
+
+Result<std::vector<float>> PipelineExecutor::next_token_logits(
+    const std::vector<std::int32_t>& window, std::size_t last) {
+  const ModelSpec& model = settings_.train.model;
+  if (model.kind != "gpt") {
+    return error(StatusCode::invalid_argument,
+                 "next-token logits need a gpt; this job's model.kind is \"" + model.kind + "\"");
+  }
+  // Checked before the pass, where every rank sees it alike.
+  if (model.gpt.head_chunk_rows > 0) {
+    return error(StatusCode::unsupported,
+                 "this gpt's head is chunked (model.head_chunk_rows) and keeps no logits: build "
+                 "the pipeline with head_chunk_rows = 0 to read them");
+  }
+  const auto seq = static_cast<std::size_t>(model.gpt.seq);
+  if (window.size() != seq || last >= seq) {
+    return error(StatusCode::invalid_argument,
+                 "a window of " + std::to_string(window.size()) + " tokens ending at position " +
+                     std::to_string(last) + " for a model of model.seq " + std::to_string(seq) +
+                     ": give model.seq tokens and a position below it");
+  }
+  const PipelineLayout& l = layout();
+  const std::int64_t micro = l.microbatch_samples;
+  const std::vector<std::int32_t> zeros(seq, 0);
+  for (int k = 0; k < l.microbatches; ++k) {
+    const auto i = static_cast<std::size_t>(k);
+    MicrobatchBuffers& buffers = buffers_[i];
+    buffers.tokens.clear();
+    buffers.targets.clear();
+    for (std::int64_t n = 0; n < micro; ++n) {
+      buffers.tokens.insert(buffers.tokens.end(), window.begin(), window.end());
+      buffers.targets.insert(buffers.targets.end(), zeros.begin(), zeros.end());
+    }
+    MicrobatchData mb = buffers.view(micro, static_cast<std::int64_t>(seq));
+    mb.grad_scale = 1;
+    mb.backward_follows = false;
+    microbatches_[i] = mb;
+  }
+  // As in evaluate: not a step, so what the report says about steps stays as it was.
+  const RankStepMetrics metrics = current_;
+  const std::vector<ChunkTiming> timings = timings_;
+  capture_position_ = static_cast<std::int64_t>(last);
+  captured_logits_.clear();
+  const Status status = run_program(evaluation_, "sampling pass", 1);
+  capture_position_ = -1;
+  program_ = &training_;
+  current_ = metrics;
+  timings_ = timings;
+  SPW_TRY(status);
+  // The rank that captured them sends them to every other: agree on which one first.
+  const int mine = captured_logits_.empty() ? -1 : world_rank_;
+  int holder = -1;
+  SPW_TRY(mpi_check(MPI_Allreduce(&mine, &holder, 1, MPI_INT, MPI_MAX, world_),
+                    "finding the rank that holds the logits"));
+  if (holder < 0) {
+    return error(StatusCode::internal, "no rank computed the head's logits in a sampling pass");
+  }
+  auto count = static_cast<int>(model.gpt.vocab);
+  captured_logits_.resize(static_cast<std::size_t>(count));
+  SPW_TRY(mpi_check(MPI_Bcast(captured_logits_.data(), count, MPI_FLOAT, holder, world_),
+                    "sending the logits"));
+  return std::move(captured_logits_);
 }
 
 Result<std::map<std::string, std::vector<float>>> PipelineExecutor::gather_parameters(

@@ -111,6 +111,10 @@ class PipelineExecutor {
   PipelineExecutor(const PipelineExecutor&) = delete;
   PipelineExecutor& operator=(const PipelineExecutor&) = delete;
 
+  // With settings.train.inference_only every rank holds its chunks' parameters alone (no
+  // gradients or optimizer state) and runs evaluations and next_token_logits; run_step
+  // returns unsupported on every rank, and no rank owns_parameters().
+  //
   // One training step, collective over the world. result.loss is the batch's mean loss on
   // every rank. An error leaves the executor unusable; peers may be blocked on this rank,
   // so the caller must end the job (the CLI aborts it).
@@ -124,6 +128,16 @@ class PipelineExecutor {
   // data cannot be opened; an error from inside the pass leaves the executor as a failed
   // run_step does.
   Result<double> evaluate(int batches);
+  // Collective over the world: the next-token logits (model.vocab floats) after position
+  // `last` of `window` (model.seq token ids), on every rank. Every sample of every microbatch
+  // gets that window and the forwards of the training schedule run as an evaluation batch
+  // does; replica 0's head computes the logits and its rank sends them to the others. A
+  // gpt's alone: invalid_argument for another model or a window of another length,
+  // unsupported when the head keeps no logits (model.head_chunk_rows > 0). The parameters,
+  // the step count and the step metrics stay as they were; an error from inside the pass
+  // leaves the executor as a failed run_step does.
+  Result<std::vector<float>> next_token_logits(const std::vector<std::int32_t>& window,
+                                               std::size_t last);
   // Collective: opens the held-out data now, if it is not open yet (TrainSettings::evaluates
   // opened it at create). Every rank returns the same error, and the executor stays usable.
   Status open_evaluation_data();
@@ -197,6 +211,9 @@ class PipelineExecutor {
   Status run_program(const Program& program, const char* pass, std::int64_t number);
   Status execute(const sched::Instruction& in, std::size_t position);
   Status forward(int mb, int chunk);
+  // Copies row capture_position_ of the head's logits (null: it keeps none) for
+  // next_token_logits.
+  Status capture_logits(const Tensor* logits);
   Status backward_input(int mb, int chunk);
   Status backward_weight(int mb, int chunk);
   Result<std::int64_t> send(const sched::Instruction& in);  // bytes sent
@@ -292,6 +309,10 @@ class PipelineExecutor {
   std::vector<MicrobatchBuffers> buffers_;
   std::vector<MicrobatchData> microbatches_;
   std::vector<double> losses_;
+  // While next_token_logits runs: the position whose logits replica 0's head copies into
+  // captured_logits_ in its forward of microbatch 0; -1 otherwise.
+  std::int64_t capture_position_ = -1;
+  std::vector<float> captured_logits_;
   // The step's loss is summed by a non-blocking all-reduce that each rank joins as soon as its
   // share is final: after the last Forward of its loss chunk (Program::loss_final_after, an
   // index into the list), or at the step's start (-1) on ranks without one. A rank that

@@ -129,7 +129,11 @@ Status PipelineExecutor::learn_stash_layouts() {
   for (std::size_t c = 0; c < chunks_.size(); ++c) {
     const int chunk = static_cast<int>(c);
     const int stage = global_stage(chunk);
-    if (!runs_backward(chunk) || schedule_.forward_rank_of(stage) == pipeline_rank_) continue;
+    // Forwards alone ship no stash.
+    if (!runs_backward(chunk) || schedule_.forward_rank_of(stage) == pipeline_rank_ ||
+        settings_.train.inference_only) {
+      continue;
+    }
     SPW_ASSIGN_OR_RETURN(Slot * s, placeholder_forward(chunk));
     std::vector<StashEntry>& entries = stash_layouts_[c];
     entries = stash_entries(*s, chunk);

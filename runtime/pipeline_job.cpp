@@ -23,6 +23,15 @@ OwnedComm::~OwnedComm() {
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
+Result<JobConfig> load_job_on_ranks(const std::string& path,
+                                    const std::vector<std::string>& overrides, MPI_Comm comm) {
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  auto job = load_job_file(path, overrides);
+  if (size > 1) SPW_TRY(agree_on_status(comm, job.status()));
+  return job;
+}
+
 Result<PipelineLayout> requested_layout(const JobConfig& job, int world_size) {
   const ModelSpec model = model_spec_from(job.model);
   return make_pipeline_layout(job.parallel, model.block_count(), job.train.batch,
@@ -35,8 +44,10 @@ namespace {
 Status local_setup(const JobConfig& job, const PipelineJobOptions& options, MPI_Comm comm,
                    PipelineJob& out, std::int64_t& first_step) {
   SPW_ASSIGN_OR_RETURN(out.settings.train, train_settings_from(job));
+  out.settings.train.inference_only = options.inference_only;
   const bool plans = job.parallel.stages.form == StagesSpec::Form::automatic || options.predict;
-  if (out.rank == 0 && (options.create_output_dir || plans)) {
+  // An empty output.dir (spillway sample's) plans without writing or reading any file.
+  if (out.rank == 0 && !job.output.dir.empty() && (options.create_output_dir || plans)) {
     SPW_TRY(ensure_directory(job.output.dir));
   }
   SPW_ASSIGN_OR_RETURN(NodeShare share, node_share(comm));

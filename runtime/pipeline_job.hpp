@@ -6,9 +6,9 @@
 #include <mpi.h>
 
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "kernels/status.hpp"
 #include "kernels/threading.hpp"
@@ -46,6 +46,10 @@ struct PipelineJobOptions {
   // cost model predict that layout, so the run can set the prediction beside what it
   // measures (PipelineJob::plan_record). Costs a profile and a link measurement.
   bool predict = false;
+  // Forwards only (spillway evaluate and sample): the executor holds parameters but no
+  // gradients or optimizer state (TrainSettings::inference_only). The planner still plans
+  // for training, so where it chooses, the layout fits training's memory.
+  bool inference_only = false;
 };
 
 struct PipelineJob {
@@ -62,6 +66,11 @@ struct PipelineJob {
   nlohmann::json plan_record;
   std::unique_ptr<PipelineExecutor> executor;
 };
+
+// Collective over `comm`: load_job_file on every rank, agreed: a file every rank reads alike
+// fails alike, but a node may lack it, so every rank returns the first failing rank's error.
+Result<JobConfig> load_job_on_ranks(const std::string& path,
+                                    const std::vector<std::string>& overrides, MPI_Comm comm);
 
 // The layout `job` asks for on `world_size` ranks before any planning: stages = "auto"
 // means one stage per pipeline rank here. Every error is invalid_argument naming the keys.

@@ -2,11 +2,14 @@
 // byte-level model, token ids from one of a token file's vocabulary.
 #pragma once
 
+#include <mpi.h>
+
 #include <string>
 #include <vector>
 
 #include "kernels/status.hpp"
 #include "runtime/sampler.hpp"
+#include "runtime/train_command.hpp"
 
 namespace spw {
 
@@ -19,10 +22,14 @@ struct SampleCommand {
   std::string prompt_ids;
 };
 
-// One process: builds the job's model on one rank with the checkpoint's parameters
-// (train.init_from) and prints the prompt and its continuation to stdout: as text, or with
-// prompt_ids as ids separated by spaces on one line.
-Status run_sample_command(const SampleCommand& command);
+// Collective over `comm`: builds the job's model with the checkpoint's parameters
+// (train.init_from) and rank 0 prints the prompt and its continuation to stdout: as text, or
+// with prompt_ids as ids separated by spaces on one line. One process holds the whole model
+// (its parameters alone); several run the job's layout as a pipeline, stages given or
+// planned, each token a forward pass through it (PipelineExecutor::next_token_logits), and
+// print what one process would. `scope` says, on failure, whether every rank returned the
+// error (bad input is checked before any pass) or only this one.
+Status run_sample_command(const SampleCommand& command, MPI_Comm comm, FailureScope& scope);
 
 // "464 2068, 7586" -> {464, 2068, 7586}; invalid_argument naming --prompt-ids and the first
 // word that is not a non-negative integer, or when there is none.

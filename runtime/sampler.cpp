@@ -59,13 +59,7 @@ Status check_settings(const ModelSpec& model, const SampleSettings& settings) {
   return Status::success();
 }
 
-}  // namespace
-
-Result<std::vector<std::int32_t>> sample_tokens(Trainer& trainer,
-                                                const std::vector<std::int32_t>& prompt,
-                                                const SampleSettings& settings) {
-  const ModelSpec& model = trainer.settings().model;
-  SPW_TRY(check_settings(model, settings));
+Status check_prompt(const ModelSpec& model, const std::vector<std::int32_t>& prompt) {
   if (prompt.empty()) {
     return error(StatusCode::invalid_argument, "the prompt is empty: give at least one token");
   }
@@ -77,32 +71,10 @@ Result<std::vector<std::int32_t>> sample_tokens(Trainer& trainer,
                        " is not in [0, model.vocab = " + std::to_string(vocab) + ")");
     }
   }
-  const auto seq = static_cast<std::size_t>(model.gpt.seq);
-  std::vector<std::int32_t> ids = prompt;
-  std::vector<std::int32_t> window(seq, 0), targets(seq, 0);
-  std::mt19937_64 random(settings.seed);
-  for (int n = 0; n < settings.bytes; ++n) {
-    // The window ends at the newest token; causal attention keeps the zeros after it out.
-    const std::size_t length = std::min(seq, ids.size());
-    std::fill(window.begin(), window.end(), 0);
-    std::copy(ids.end() - static_cast<std::ptrdiff_t>(length), ids.end(), window.begin());
-    MicrobatchData mb;
-    mb.samples = 1;
-    mb.seq = static_cast<std::int64_t>(seq);
-    mb.tokens = window.data();
-    mb.targets = targets.data();
-    SPW_ASSIGN_OR_RETURN(const Tensor* logits, trainer.logits(mb));
-    // 53 random bits: a double in [0, 1) that does not depend on the standard library.
-    const double u = static_cast<double>(random() >> 11) * 0x1.0p-53;
-    const float* last = logits->data() + (length - 1) * static_cast<std::size_t>(vocab);
-    ids.push_back(draw_token(last, vocab, settings.temperature, settings.top_k, u));
-  }
-  return std::vector<std::int32_t>(ids.begin() + static_cast<std::ptrdiff_t>(prompt.size()),
-                                   ids.end());
+  return Status::success();
 }
 
-Result<std::string> sample_text(Trainer& trainer, const SampleSettings& settings) {
-  const ModelSpec& model = trainer.settings().model;
+Status check_text_request(const ModelSpec& model, const SampleSettings& settings) {
   SPW_TRY(check_settings(model, settings));
   if (model.gpt.vocab != 256) {
     return error(StatusCode::unsupported,
@@ -113,11 +85,81 @@ Result<std::string> sample_text(Trainer& trainer, const SampleSettings& settings
   if (settings.prompt.empty()) {
     return error(StatusCode::invalid_argument, "the prompt is empty: give at least one byte");
   }
+  return Status::success();
+}
+
+}  // namespace
+
+Status check_sample_request(const ModelSpec& model, const SampleSettings& settings,
+                            const std::vector<std::int32_t>* prompt) {
+  if (prompt == nullptr) return check_text_request(model, settings);
+  SPW_TRY(check_settings(model, settings));
+  return check_prompt(model, *prompt);
+}
+
+NextTokenLogits trainer_logits(Trainer& trainer) {
+  return [&trainer](const std::vector<std::int32_t>& window,
+                    std::size_t last) -> Result<std::vector<float>> {
+    std::vector<std::int32_t> targets(window.size(), 0);
+    MicrobatchData mb;
+    mb.samples = 1;
+    mb.seq = static_cast<std::int64_t>(window.size());
+    mb.tokens = window.data();
+    mb.targets = targets.data();
+    SPW_ASSIGN_OR_RETURN(const Tensor* scores, trainer.logits(mb));
+    const auto vocab = static_cast<std::size_t>(scores->shape().cols());
+    const float* row = scores->data() + last * vocab;
+    return std::vector<float>(row, row + vocab);
+  };
+}
+
+Result<std::vector<std::int32_t>> sample_tokens(const ModelSpec& model,
+                                                const NextTokenLogits& logits,
+                                                const std::vector<std::int32_t>& prompt,
+                                                const SampleSettings& settings) {
+  SPW_TRY(check_sample_request(model, settings, &prompt));
+  const int vocab = model.gpt.vocab;
+  const auto seq = static_cast<std::size_t>(model.gpt.seq);
+  std::vector<std::int32_t> ids = prompt;
+  std::vector<std::int32_t> window(seq, 0);
+  std::mt19937_64 random(settings.seed);
+  for (int n = 0; n < settings.bytes; ++n) {
+    // The window ends at the newest token; causal attention keeps the zeros after it out.
+    const std::size_t length = std::min(seq, ids.size());
+    std::fill(window.begin(), window.end(), 0);
+    std::copy(ids.end() - static_cast<std::ptrdiff_t>(length), ids.end(), window.begin());
+    SPW_ASSIGN_OR_RETURN(const std::vector<float> next, logits(window, length - 1));
+    if (next.size() != static_cast<std::size_t>(vocab)) {
+      return error(StatusCode::internal, "the model gave " + std::to_string(next.size()) +
+                                             " logits for a vocabulary of " +
+                                             std::to_string(vocab));
+    }
+    // 53 random bits: a double in [0, 1) that does not depend on the standard library.
+    const double u = static_cast<double>(random() >> 11) * 0x1.0p-53;
+    ids.push_back(draw_token(next.data(), vocab, settings.temperature, settings.top_k, u));
+  }
+  return std::vector<std::int32_t>(ids.begin() + static_cast<std::ptrdiff_t>(prompt.size()),
+                                   ids.end());
+}
+
+Result<std::string> sample_text(const ModelSpec& model, const NextTokenLogits& logits,
+                                const SampleSettings& settings) {
+  SPW_TRY(check_text_request(model, settings));
   std::vector<std::int32_t> prompt;
   for (char c : settings.prompt) prompt.push_back(static_cast<unsigned char>(c));
   SPW_ASSIGN_OR_RETURN(const std::vector<std::int32_t> ids,
-                       sample_tokens(trainer, prompt, settings));
+                       sample_tokens(model, logits, prompt, settings));
   return std::string(ids.begin(), ids.end());
+}
+
+Result<std::vector<std::int32_t>> sample_tokens(Trainer& trainer,
+                                                const std::vector<std::int32_t>& prompt,
+                                                const SampleSettings& settings) {
+  return sample_tokens(trainer.settings().model, trainer_logits(trainer), prompt, settings);
+}
+
+Result<std::string> sample_text(Trainer& trainer, const SampleSettings& settings) {
+  return sample_text(trainer.settings().model, trainer_logits(trainer), settings);
 }
 
 }  // namespace spw

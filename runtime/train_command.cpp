@@ -199,9 +199,7 @@ Result<RunEnd> run_train_command(const TrainCommand& command, MPI_Comm comm,
   scope = FailureScope::all_ranks;
   int size = 1;
   MPI_Comm_size(comm, &size);
-  auto job = load_job_file(command.config_path, command.overrides);
-  // A file every rank reads alike fails alike, but a node may lack it: agree first.
-  if (size > 1) SPW_TRY(agree_on_status(comm, job.status()));
+  auto job = load_job_on_ranks(command.config_path, command.overrides, comm);
   if (!job.ok()) return job.status();
   SPW_ASSIGN_OR_RETURN(PipelineLayout layout, requested_layout(*job, size));
   // The single-rank trainer is the reference; everything it does not do (chunks, offload, a

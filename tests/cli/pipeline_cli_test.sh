@@ -463,6 +463,49 @@ PY
 check "another model's checkpoint exits non-zero" test $? -ne 0
 check "naming the tensor that does not fit" one_line "$work/ev-bad.txt" \
   "dataset 'tok_emb.weight' has shape [256, 32] but the model expects [256, 64]"
+# spillway sample on 2 ranks runs the job's pipeline, a forward through it a token, and prints
+# what one process prints from the same checkpoint: text and ids, with stages given, planned
+# (writing nothing beside the checkpoint) and as PipeFB on 4 ranks. A bad request stops every
+# rank before any pass, with rank 0's one line.
+sample2() {  # sample2 RANKS OUT ARGS...: spillway sample of step 5's checkpoint
+  local ranks=$1 out=$2; shift 2
+  timeout 120 "$mpiexec" -n "$ranks" "${mpi_flags[@]}" -x OMP_NUM_THREADS=1 "$spillway" sample \
+    "$work/tiny.toml" --checkpoint "$work/eval/checkpoint-5.h5" "$@" > "$out" 2> "$out.err"
+}
+text_args=(--prompt "Once " --bytes 24 --seed 7)
+ids_args=(--prompt-ids "5 60 7" --tokens 9 --temperature 0)
+"$spillway" sample "$work/tiny.toml" --set parallel.stages=1 \
+  --checkpoint "$work/eval/checkpoint-5.h5" "${text_args[@]}" > "$work/sample-one.txt"
+check "spillway sample on one process exits 0" test $? -eq 0
+"$spillway" sample "$work/tiny.toml" --set parallel.stages=1 \
+  --checkpoint "$work/eval/checkpoint-5.h5" "${ids_args[@]}" > "$work/sample-one-ids.txt"
+ls "$work/eval" > "$work/eval-files-before.txt"
+sample2 2 "$work/sample-given.txt" "${text_args[@]}"
+check "on 2 ranks (stages given) it exits 0" test $? -eq 0
+check "through the job's pipeline, as rank 0 says on stderr" one_line "$work/sample-given.txt.err" \
+  "spillway: sampling on 2 ranks (2 stages x 1 replica, 1f1b, 1 microbatch of 1 per replica), a"
+check "and prints one process's text" cmp "$work/sample-one.txt" "$work/sample-given.txt"
+check "which is the prompt and 24 bytes" test "$(head -c 5 "$work/sample-given.txt")" = "Once " -a \
+  "$(wc -c < "$work/sample-given.txt")" -eq 30
+sample2 2 "$work/sample-given-ids.txt" "${ids_args[@]}"
+check "and one process's ids" cmp "$work/sample-one-ids.txt" "$work/sample-given-ids.txt"
+check "the prompt's 3 and 9 more" test "$(wc -w < "$work/sample-given-ids.txt")" -eq 12
+sample2 2 "$work/sample-planned.txt" "${text_args[@]}" --set 'parallel.stages="auto"' \
+  --set "output.dir=$work/eval"
+check "with planned stages too" cmp "$work/sample-one.txt" "$work/sample-planned.txt"
+check "which the planner chose" grep -q "^spillway: sampling on 2 ranks (.*, planned)" \
+  "$work/sample-planned.txt.err"
+ls "$work/eval" > "$work/eval-files-after.txt"
+check "whose planning wrote nothing in output.dir" \
+  cmp "$work/eval-files-before.txt" "$work/eval-files-after.txt"
+sample2 4 "$work/sample-pipefb.txt" "${text_args[@]}" --set 'parallel.layout="pipefb"'
+check "and as PipeFB on 4 ranks" cmp "$work/sample-one.txt" "$work/sample-pipefb.txt"
+check "which it ran" grep -q "^spillway: sampling on 4 ranks (2 stages on 4 ranks (forward and backward apart) x 1 replica, pipefb" \
+  "$work/sample-pipefb.txt.err"
+sample2 2 "$work/sample-bad.txt" "${text_args[@]}" --temperature -1
+check "a negative temperature on 2 ranks exits non-zero" test $? -ne 0
+check "with rank 0's one line" test "$(grep -c -F \
+  "spillway: error: temperature must be 0 (greedy) or more, got -1" "$work/sample-bad.txt.err")" -eq 1
 # output.keep_best: at lr 0.05 the held-out loss falls to step 4 and rises at 6 and 8
 # (measured), so best.h5 is step 4's, and it scores exactly what the run measured there.
 best_args=("${eval_args[@]}" --set train.steps=8 --set train.lr=0.05 --set output.keep_best=true)

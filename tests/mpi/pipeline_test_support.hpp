@@ -139,6 +139,25 @@ inline int ranks_needed(const std::string& schedule, int P, int R) {
   return P * R * (schedule == "pipefb" ? 2 : 1);
 }
 
+// `schedule` ("gpipe", "1f1b", "interleaved" with two chunks a rank, "zb-h1" or "pipefb")
+// over P stage positions and R replicas, the stages split evenly.
+inline ParallelConfig parallel_config(const std::string& schedule, int P, int R) {
+  ParallelConfig parallel;
+  parallel.stages.form = StagesSpec::Form::count;
+  parallel.stages.count = P * (schedule == "interleaved" ? 2 : 1);
+  parallel.chunks = schedule == "interleaved" ? 2 : 1;
+  parallel.replicas = R;
+  parallel.schedule = schedule == "gpipe"         ? ScheduleKind::gpipe
+                      : schedule == "1f1b"        ? ScheduleKind::one_f_one_b
+                      : schedule == "interleaved" ? ScheduleKind::interleaved
+                                                  : ScheduleKind::zb_h1;
+  if (schedule == "pipefb") {
+    parallel.layout = Layout::pipefb;
+    parallel.schedule = ScheduleKind::one_f_one_b;
+  }
+  return parallel;
+}
+
 // Collective over MPI_COMM_WORLD; ranks beyond ranks_needed() sit the run out. P counts
 // stages (pipeline ranks, or forward/backward rank pairs for "pipefb").
 inline Outcome pipeline(const TrainSettings& train, const std::string& schedule, int P, int R,
@@ -149,19 +168,7 @@ inline Outcome pipeline(const TrainSettings& train, const std::string& schedule,
   MPI_Comm_split(MPI_COMM_WORLD, rank < ranks ? 0 : MPI_UNDEFINED, rank, &comm);
   Outcome run;
   if (comm != MPI_COMM_NULL) {
-    ParallelConfig parallel;
-    parallel.stages.form = StagesSpec::Form::count;
-    parallel.stages.count = P * (schedule == "interleaved" ? 2 : 1);
-    parallel.chunks = schedule == "interleaved" ? 2 : 1;
-    parallel.replicas = R;
-    parallel.schedule = schedule == "gpipe"         ? ScheduleKind::gpipe
-                        : schedule == "1f1b"        ? ScheduleKind::one_f_one_b
-                        : schedule == "interleaved" ? ScheduleKind::interleaved
-                                                    : ScheduleKind::zb_h1;
-    if (schedule == "pipefb") {
-      parallel.layout = Layout::pipefb;
-      parallel.schedule = ScheduleKind::one_f_one_b;
-    }
+    const ParallelConfig parallel = parallel_config(schedule, P, R);
     PipelineSettings settings;
     settings.train = train;
     settings.offload = offload;
