@@ -47,8 +47,9 @@ struct PipelineJobOptions {
   // measures (PipelineJob::plan_record). Costs a profile and a link measurement.
   bool predict = false;
   // Forwards only (spillway evaluate and sample): the executor holds parameters but no
-  // gradients or optimizer state (TrainSettings::inference_only). The planner still plans
-  // for training, so where it chooses, the layout fits training's memory.
+  // gradients or optimizer state (TrainSettings::inference_only). Where the planner lays
+  // the job out, it counts what forwards hold (parameters, stashes) and orders the layouts
+  // that fit by training's times.
   bool inference_only = false;
 };
 
