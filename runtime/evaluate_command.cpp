@@ -53,14 +53,17 @@ Status run_evaluate_command(const EvaluateCommand& command, MPI_Comm comm, Failu
     PipelineJobOptions options;
     options.create_output_dir = false;
     options.inference_only = true;
-    // Without an output directory: planning then writes no plan.json over the run's own.
-    JobConfig evaluated = job;
-    evaluated.output.dir.clear();
-    SPW_ASSIGN_OR_RETURN(PipelineJob opened, open_pipeline_job(evaluated, comm, options));
+    SPW_ASSIGN_OR_RETURN(PipelineJob opened,
+                         open_pipeline_job(forwards_only_job(job), comm, options));
     SPW_TRY(opened.executor->open_evaluation_data());
     // From here a failure may strand peers inside MPI calls: only the job's end frees them.
     scope = FailureScope::this_rank;
-    SPW_ASSIGN_OR_RETURN(loss, opened.executor->evaluate(job.eval.batches));
+    const Result<double> evaluated = opened.executor->evaluate(job.eval.batches);
+    if (!evaluated.ok()) {
+      abandon_executor(opened);
+      return evaluated.status();
+    }
+    loss = *evaluated;
     scope = FailureScope::all_ranks;
   }
   const double seconds = seconds_since(start);

@@ -212,12 +212,7 @@ Result<RunEnd> run_pipeline_job(const JobConfig& job, const TrainCommand& comman
   options.predict = command.predict;
   SPW_ASSIGN_OR_RETURN(PipelineJob opened, open_pipeline_job(job, comm, options));
   Result<RunEnd> end = train_opened_job(job, command, opened, scope);
-  if (!end.ok() && scope == FailureScope::this_rank) {
-    // The peers may be blocked on this rank mid-step, and the caller ends the job. Tearing
-    // the executor down first would run its collective frees (the peer tier's
-    // MPI_Win_free), which would wait for those peers forever: leave it to the job's end.
-    static_cast<void>(opened.executor.release());
-  }
+  if (!end.ok() && scope == FailureScope::this_rank) abandon_executor(opened);
   return end;
 }
 

@@ -23,6 +23,14 @@ OwnedComm::~OwnedComm() {
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
+JobConfig forwards_only_job(JobConfig job) {
+  job.offload = OffloadConfig{};
+  job.output.dir.clear();
+  return job;
+}
+
+void abandon_executor(PipelineJob& job) { static_cast<void>(job.executor.release()); }
+
 Result<JobConfig> load_job_on_ranks(const std::string& path,
                                     const std::vector<std::string>& overrides, MPI_Comm comm) {
   int size = 1;

@@ -68,6 +68,17 @@ struct PipelineJob {
   std::unique_ptr<PipelineExecutor> executor;
 };
 
+// `job` as spillway evaluate and sample open it (with PipelineJobOptions::inference_only):
+// no offload, since forwards keep no stash for a backward (the tier would only hold memory,
+// a peer tier lending it under the cap), and no output directory, so that planning writes
+// no plan.json or profile.json over those of the run that made the checkpoint.
+JobConfig forwards_only_job(JobConfig job);
+
+// After a failure only this rank saw (FailureScope::this_rank), drops the executor without
+// tearing it down: its collective frees (the peer tier's MPI_Win_free) would wait forever
+// for peers blocked on this rank mid-pass. The caller ends the job, which frees it all.
+void abandon_executor(PipelineJob& job);
+
 // Collective over `comm`: load_job_file on every rank, agreed: a file every rank reads alike
 // fails alike, but a node may lack it, so every rank returns the first failing rank's error.
 Result<JobConfig> load_job_on_ranks(const std::string& path,

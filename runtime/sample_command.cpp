@@ -92,9 +92,9 @@ Status sample_on_one_rank(const SampleCommand& command, const JobConfig& job,
 // than one only repeats work: where the stages are given, microbatches of one sample, as few
 // as the schedule takes (one, or one per pipeline rank for the interleaved schedule, else the
 // job's count); where the planner chooses, a batch of one sample, whose training holds one
-// stash a chunk as a forward does (the planner prices training). Synthetic data,
-// since no sample is read (a corpus or token file need not be at hand); no output directory,
-// so that planning writes nothing beside the run that made the checkpoint.
+// stash a chunk as a forward does (the planner prices training). Synthetic data, since no
+// sample is read (a corpus or token file need not be at hand); forwards_only_job's offload
+// and output directory.
 JobConfig sampling_job(JobConfig job, const PipelineLayout& requested, int world_size) {
   if (job.parallel.stages.form == StagesSpec::Form::automatic) {
     job.train.batch = 1;
@@ -114,8 +114,7 @@ JobConfig sampling_job(JobConfig job, const PipelineLayout& requested, int world
   job.data = DataConfig{};
   job.data.source = DataKind::synthetic;
   job.eval.every = 0;
-  job.output.dir.clear();
-  return job;
+  return forwards_only_job(std::move(job));
 }
 
 }  // namespace
@@ -158,8 +157,12 @@ Status run_sample_command(const SampleCommand& command, MPI_Comm comm, FailureSc
   };
   // From here a failure may strand peers inside MPI calls: only the job's end frees them.
   scope = FailureScope::this_rank;
-  SPW_TRY(sample_and_print(command, executor.settings().train.model, logits, prompt_ids,
-                           opened.rank == 0));
+  const Status sampled = sample_and_print(command, executor.settings().train.model, logits,
+                                          prompt_ids, opened.rank == 0);
+  if (!sampled.ok()) {
+    abandon_executor(opened);
+    return sampled;
+  }
   scope = FailureScope::all_ranks;
   return Status::success();
 }

@@ -502,6 +502,26 @@ sample2 4 "$work/sample-pipefb.txt" "${text_args[@]}" --set 'parallel.layout="pi
 check "and as PipeFB on 4 ranks" cmp "$work/sample-one.txt" "$work/sample-pipefb.txt"
 check "which it ran" grep -q "^spillway: sampling on 4 ranks (2 stages on 4 ranks (forward and backward apart) x 1 replica, pipefb" \
   "$work/sample-pipefb.txt.err"
+# Forwards set up no offload (nothing to offload, and a peer tier would only hold memory): a
+# file tier in a directory that is missing, which training refuses, stops neither spillway
+# sample nor spillway evaluate.
+missing_dir=(--set 'offload.tier="file"' --set "offload.dir=\"$work/no-such-dir\"")
+sample2 2 "$work/sample-offload.txt" "${text_args[@]}" "${missing_dir[@]}"
+check "sampling sets up no offload tier" cmp "$work/sample-one.txt" "$work/sample-offload.txt"
+timeout 120 "$mpiexec" -n 2 "${mpi_flags[@]}" -x OMP_NUM_THREADS=1 "$spillway" evaluate \
+  "$work/tiny.toml" "${eval_args[@]}" --checkpoint "$work/eval/checkpoint-5.h5" \
+  "${missing_dir[@]}" --output "$work/ev-offload.json" > "$work/ev-offload.txt" 2>&1
+check "nor does evaluating, which scores what it scores without offload" python3 -c \
+  "import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); sys.exit(0 if a['loss']==b['loss'] else 1)" \
+  "$work/ev2.json" "$work/ev-offload.json"
+# A rank that runs out of memory inside a pass (its parameters fit 100,000 bytes, a window's
+# activations do not) ends the job with its message while its peer waits on it.
+sample2 2 "$work/sample-cap.txt" "${text_args[@]}" --set memory.cap=100000
+status=$?
+check "a rank out of memory mid-pass ends the job non-zero, not at the timeout" \
+  test $status -ne 0 -a $status -ne 124
+check "with its message" grep -q "sampling pass 1, instruction F.*: memory cap exceeded" \
+  "$work/sample-cap.txt.err"
 sample2 2 "$work/sample-bad.txt" "${text_args[@]}" --temperature -1
 check "a negative temperature on 2 ranks exits non-zero" test $? -ne 0
 check "with rank 0's one line" test "$(grep -c -F \
