@@ -50,11 +50,7 @@ Status run_evaluate_command(const EvaluateCommand& command, MPI_Comm comm, Failu
   if (layout.world_size() == 1 && layout.chunks == 1 && job.offload.tier == OffloadTier::none) {
     SPW_ASSIGN_OR_RETURN(loss, evaluate_on_one_rank(job));
   } else {
-    PipelineJobOptions options;
-    options.create_output_dir = false;
-    options.inference_only = true;
-    SPW_ASSIGN_OR_RETURN(PipelineJob opened,
-                         open_pipeline_job(forwards_only_job(job), comm, options));
+    SPW_ASSIGN_OR_RETURN(PipelineJob opened, open_forwards_only_job(job, comm));
     SPW_TRY(opened.executor->open_evaluation_data());
     // From here a failure may strand peers inside MPI calls: only the job's end frees them.
     scope = FailureScope::this_rank;

@@ -722,35 +722,41 @@ Status PipelineExecutor::open_evaluation_data() {
   return Status::success();
 }
 
+Status PipelineExecutor::outside_steps(const std::function<Status()>& passes) {
+  const RankStepMetrics metrics = current_;
+  const std::vector<ChunkTiming> timings = timings_;
+  const Status status = passes();
+  program_ = &training_;
+  current_ = metrics;
+  timings_ = timings;
+  return status;
+}
+
 Result<double> PipelineExecutor::evaluate(int batches) {
   if (batches < 1) {
     return error(StatusCode::invalid_argument,
                  "an evaluation needs at least one batch, got " + std::to_string(batches));
   }
   SPW_TRY(open_evaluation_data());
-  // An evaluation is not a step: what the report says about steps stays as it was. The
-  // trace shows it after the step it follows when that step was traced (tracing_ is that
-  // step's), so a traced window shows where its time went.
-  const RankStepMetrics metrics = current_;
-  const std::vector<ChunkTiming> timings = timings_;
+  // The trace shows an evaluation after the step it follows when that step was traced
+  // (tracing_ is that step's), so a traced window shows where its time went.
   const std::int64_t micro = layout().microbatch_samples;
   double share = 0;
-  Status status;
-  for (int k = 0; k < batches && status.ok(); ++k) {
-    status = load_microbatches(*evaluation_data_, k, false);
-    if (status.ok()) {
-      evaluation_batch_ = k + 1;
-      status = run_program(evaluation_, "evaluation batch", k + 1);
-      evaluation_batch_ = 0;
+  SPW_TRY(outside_steps([&] {
+    Status status;
+    for (int k = 0; k < batches && status.ok(); ++k) {
+      status = load_microbatches(*evaluation_data_, k, false);
+      if (status.ok()) {
+        evaluation_batch_ = k + 1;
+        status = run_program(evaluation_, "evaluation batch", k + 1);
+        evaluation_batch_ = 0;
+      }
+      for (double l : losses_) {
+        share += l * static_cast<double>(micro) / static_cast<double>(settings_.train.batch);
+      }
     }
-    for (double l : losses_) {
-      share += l * static_cast<double>(micro) / static_cast<double>(settings_.train.batch);
-    }
-  }
-  program_ = &training_;
-  current_ = metrics;
-  timings_ = timings;
-  SPW_TRY(status);
+    return status;
+  }));
   double sum = 0;
   SPW_TRY(mpi_check(MPI_Allreduce(&share, &sum, 1, MPI_DOUBLE, MPI_SUM, world_),
                     "summing the evaluation's loss"));
@@ -804,26 +810,18 @@ Result<std::vector<float>> PipelineExecutor::next_token_logits(
     mb.backward_follows = false;
     microbatches_[i] = mb;
   }
-  // As in evaluate: not a step, so what the report says about steps stays as it was.
-  const RankStepMetrics metrics = current_;
-  const std::vector<ChunkTiming> timings = timings_;
   capture_position_ = static_cast<std::int64_t>(last);
   captured_logits_.clear();
-  const Status status = run_program(evaluation_, "sampling pass", 1);
+  const Status status = outside_steps([&] { return run_program(evaluation_, "sampling pass", 1); });
   capture_position_ = -1;
-  program_ = &training_;
-  current_ = metrics;
-  timings_ = timings;
   SPW_TRY(status);
-  // The rank that captured them sends them to every other: agree on which one first.
-  const int mine = captured_logits_.empty() ? -1 : world_rank_;
-  int holder = -1;
-  SPW_TRY(mpi_check(MPI_Allreduce(&mine, &holder, 1, MPI_INT, MPI_MAX, world_),
-                    "finding the rank that holds the logits"));
-  if (holder < 0) {
-    return error(StatusCode::internal, "no rank computed the head's logits in a sampling pass");
+  // Replica 0's ranks are world ranks 0 to ranks_in_pipeline - 1, in pipeline order: its
+  // head's logits are on the rank that runs the last stage's forward.
+  const int holder = schedule_.forward_rank_of(l.stage_count() - 1);
+  const auto count = static_cast<int>(model.gpt.vocab);
+  if (world_rank_ == holder && captured_logits_.size() != static_cast<std::size_t>(count)) {
+    return error(StatusCode::internal, "the head's rank captured no logits in a sampling pass");
   }
-  auto count = static_cast<int>(model.gpt.vocab);
   captured_logits_.resize(static_cast<std::size_t>(count));
   SPW_TRY(mpi_check(MPI_Bcast(captured_logits_.data(), count, MPI_FLOAT, holder, world_),
                     "sending the logits"));

@@ -211,6 +211,9 @@ class PipelineExecutor {
   Status run_program(const Program& program, const char* pass, std::int64_t number);
   Status execute(const sched::Instruction& in, std::size_t position);
   Status forward(int mb, int chunk);
+  // Runs `passes` (evaluations, sampling passes) as no step: the step metrics and timings
+  // the report reads stay as they were, and the training list is the one running after.
+  Status outside_steps(const std::function<Status()>& passes);
   // Copies row capture_position_ of the head's logits (null: it keeps none) for
   // next_token_logits.
   Status capture_logits(const Tensor* logits);

@@ -23,10 +23,13 @@ OwnedComm::~OwnedComm() {
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
-JobConfig forwards_only_job(JobConfig job) {
+Result<PipelineJob> open_forwards_only_job(JobConfig job, MPI_Comm comm) {
   job.offload = OffloadConfig{};
   job.output.dir.clear();
-  return job;
+  PipelineJobOptions options;
+  options.create_output_dir = false;
+  options.inference_only = true;
+  return open_pipeline_job(job, comm, options);
 }
 
 void abandon_executor(PipelineJob& job) { static_cast<void>(job.executor.release()); }

@@ -68,11 +68,12 @@ struct PipelineJob {
   std::unique_ptr<PipelineExecutor> executor;
 };
 
-// `job` as spillway evaluate and sample open it (with PipelineJobOptions::inference_only):
-// no offload, since forwards keep no stash for a backward (the tier would only hold memory,
-// a peer tier lending it under the cap), and no output directory, so that planning writes
-// no plan.json or profile.json over those of the run that made the checkpoint.
-JobConfig forwards_only_job(JobConfig job);
+// open_pipeline_job as spillway evaluate and sample open `job`: built for forwards
+// (PipelineJobOptions::inference_only), without offload, since forwards keep no stash for a
+// backward (the tier would only hold memory, a peer tier lending it under the cap), and
+// without an output directory, so that planning writes no plan.json or profile.json over
+// those of the run that made the checkpoint. Errors as open_pipeline_job.
+Result<PipelineJob> open_forwards_only_job(JobConfig job, MPI_Comm comm);
 
 // After a failure only this rank saw (FailureScope::this_rank), drops the executor without
 // tearing it down: its collective frees (the peer tier's MPI_Win_free) would wait forever

@@ -93,8 +93,8 @@ Status sample_on_one_rank(const SampleCommand& command, const JobConfig& job,
 // as the schedule takes (one, or one per pipeline rank for the interleaved schedule, else the
 // job's count); where the planner chooses, a batch of one sample, whose training holds one
 // stash a chunk as a forward does (the planner prices training). Synthetic data, since no
-// sample is read (a corpus or token file need not be at hand); forwards_only_job's offload
-// and output directory.
+// sample is read (a corpus or token file need not be at hand). open_forwards_only_job drops
+// its offload and output directory.
 JobConfig sampling_job(JobConfig job, const PipelineLayout& requested, int world_size) {
   if (job.parallel.stages.form == StagesSpec::Form::automatic) {
     job.train.batch = 1;
@@ -114,7 +114,7 @@ JobConfig sampling_job(JobConfig job, const PipelineLayout& requested, int world
   job.data = DataConfig{};
   job.data.source = DataKind::synthetic;
   job.eval.every = 0;
-  return forwards_only_job(std::move(job));
+  return job;
 }
 
 }  // namespace
@@ -140,11 +140,8 @@ Status run_sample_command(const SampleCommand& command, MPI_Comm comm, FailureSc
   if (size == 1) return sample_on_one_rank(command, job, prompt_ids);
 
   SPW_ASSIGN_OR_RETURN(const PipelineLayout requested, requested_layout(job, size));
-  PipelineJobOptions options;
-  options.create_output_dir = false;
-  options.inference_only = true;
   SPW_ASSIGN_OR_RETURN(PipelineJob opened,
-                       open_pipeline_job(sampling_job(job, requested, size), comm, options));
+                       open_forwards_only_job(sampling_job(job, requested, size), comm));
   PipelineExecutor& executor = *opened.executor;
   if (opened.rank == 0) {
     // stderr: stdout holds the sample alone.
