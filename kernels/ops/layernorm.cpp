@@ -13,6 +13,7 @@
 #include "kernels/op_timer.hpp"
 #include "kernels/ops/layernorm_rows.hpp"
 #include "kernels/ops/layernorm_rows_avx2.hpp"
+#include "kernels/ops/write_prefetch.hpp"
 #include "kernels/threading.hpp"
 
 namespace spw::ops {
@@ -122,6 +123,7 @@ Status layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& bet
   float* rp = rstd.data();
 
 #if defined(__AVX2__) && defined(__FMA__)
+  const bool prefetch_outputs = prefetch_outputs_for_write();
   // Each thread takes a contiguous range of whole blocks of `block_rows`, as schedule(static)
   // would; `forward_rows(begin, end)` runs one range.
   const auto by_blocks = [&](std::int64_t block_rows, auto forward_rows) {
@@ -149,14 +151,25 @@ Status layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& bet
   // it too (its last vector is masked) instead of the generic loops.
   if (d % 16 == 0 && d < kWideForwardFloats) {
     by_blocks(layernorm_detail::kBlockRows, [&](std::int64_t begin, std::int64_t end) {
-      layernorm_detail::forward_rows(xp, g, b, d, begin, end, rows - 1, inv_d, eps, yp, mp, rp);
+      if (prefetch_outputs) {
+        layernorm_detail::forward_rows<true>(xp, g, b, d, begin, end, rows - 1, inv_d, eps, yp, mp,
+                                             rp);
+      } else {
+        layernorm_detail::forward_rows<false>(xp, g, b, d, begin, end, rows - 1, inv_d, eps, yp, mp,
+                                              rp);
+      }
     });
     return Status::success();
   }
 #endif
 #if defined(__AVX2__) && defined(__FMA__)
   by_blocks(layernorm_avx2::kBlockRows, [&](std::int64_t begin, std::int64_t end) {
-    layernorm_avx2::forward_rows(xp, g, b, d, begin, end, rows - 1, inv_d, eps, yp, mp, rp);
+    if (prefetch_outputs) {
+      layernorm_avx2::forward_rows<true>(xp, g, b, d, begin, end, rows - 1, inv_d, eps, yp, mp, rp);
+    } else {
+      layernorm_avx2::forward_rows<false>(xp, g, b, d, begin, end, rows - 1, inv_d, eps, yp, mp,
+                                          rp);
+    }
   });
   return Status::success();
 #endif

@@ -226,18 +226,20 @@ inline __m512 broadcast_lane(__m128 v, int r) {
 // in L2, 300 ns a row without the offset, 150 with it.
 inline int stats_offset(int nv) { return nv / 2; }
 
-// Four rows of stores at once, each line missing L1, leave the core waiting for the lines'
-// ownership (a read of each before it can be written); asking for them a block ahead with
-// PREFETCHW overlaps those reads with the current block's work. On the Xeon (Emerald Rapids)
-// that made the forward 1.10-1.12x as fast at [2048, d], d 256 / 512 / 1024, on 1 and 2
-// threads (d 256 on 2 threads 76.9 -> 85.9 GB/s, 77% -> 86% of memcpy; the AVX2 kernel,
+// Four rows of stores at once, each line missing L1, leave an Intel core waiting for the
+// lines' ownership (a read of each before it can be written); asking for them a block ahead
+// with PREFETCHW overlaps those reads with the current block's work. On the Xeon (Emerald
+// Rapids) that made the forward 1.10-1.12x as fast at [2048, d], d 256 / 512 / 1024, on 1 and
+// 2 threads (d 256 on 2 threads 76.9 -> 85.9 GB/s, 77% -> 86% of memcpy; the AVX2 kernel,
 // which runs d 512 and 1024 here, does the same) and 1.02-1.23x in L2 (bench_kernels,
 // medians of 3 runs alternated, 2026-11-29, /tmp/s22/lnw-*); prefetching the next block's
-// inputs too, or the outputs two blocks ahead, gained less (/tmp/s22/lnq-*).
+// inputs too, or the outputs two blocks ahead, gained less (/tmp/s22/lnq-*). On the Zen 4 it
+// costs more than it hides, so the caller chooses (write_prefetch.hpp).
 inline void prefetch_for_write(const float* line) { __builtin_prefetch(line, 1, 3); }
 
 // Writes the outputs of block `out` (statistics st) and, if `next` is not null, sums the
 // statistics of that block into `sums` in the same column loop.
+template <bool PrefetchOutputs>
 inline void output_block(const Block& out, const BlockStats& st, const float* gamma,
                          const float* beta, int nv, const Block* next, BlockSums* sums) {
   __m512 m[kBlockRows], rs[kBlockRows];
@@ -249,7 +251,7 @@ inline void output_block(const Block& out, const BlockStats& st, const float* ga
   auto column = [&](int k) {
     // The next block's outputs, a line of each row, asked for with intent to write (see
     // prefetch_for_write).
-    if (next != nullptr) {
+    if (PrefetchOutputs && next != nullptr) {
 #pragma GCC unroll 4
       for (int r = 0; r < kBlockRows; ++r) prefetch_for_write(next->y[r] + 16 * k);
     }
@@ -295,6 +297,7 @@ inline BlockStats sum_block(const Block& b, int nv, float inv_d, float eps, floa
 
 // Rows [begin, end) of the forward (end > begin), in blocks of four from `begin`; `last` is
 // the index of the tensor's last row, which fills a block that runs past it.
+template <bool PrefetchOutputs>
 inline void forward_rows(const float* x, const float* gamma, const float* beta, std::int64_t d,
                          std::int64_t begin, std::int64_t end, std::int64_t last, float inv_d,
                          float eps, float* y, float* mean, float* rstd) {
@@ -315,11 +318,11 @@ inline void forward_rows(const float* x, const float* gamma, const float* beta, 
     if (i0 + kBlockRows < end) {
       const Block next = block(i0 + kBlockRows);
       BlockSums sums(next);
-      output_block(cur, st, gamma, beta, nv, &next, &sums);
+      output_block<PrefetchOutputs>(cur, st, gamma, beta, nv, &next, &sums);
       st = finish_block(sums, next, nv, inv_d, eps, mean, rstd, end);
       cur = next;
     } else {
-      output_block(cur, st, gamma, beta, nv, nullptr, nullptr);
+      output_block<PrefetchOutputs>(cur, st, gamma, beta, nv, nullptr, nullptr);
     }
   }
 }

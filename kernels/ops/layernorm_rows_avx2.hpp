@@ -295,7 +295,7 @@ inline BlockStats finish_block(const BlockSums<R, A>& s, const Block<R>& b, cons
 
 // Writes the outputs of block `out` and, if `next` is not null, sums the statistics of that
 // block into `sums` in the same column loop.
-template <int R, int A>
+template <bool PrefetchOutputs, int R, int A>
 inline void output_block(const Block<R>& out, const BlockStats& st, const float* gamma,
                          const float* beta, const Width& w, const Block<R>* next,
                          BlockSums<R, A>* sums) {
@@ -309,8 +309,8 @@ inline void output_block(const Block<R>& out, const BlockStats& st, const float*
   // rows.
   auto column = [&](int k) {
     // The next block's outputs, a line of each row every other column, asked for with
-    // intent to write (layernorm_rows.hpp, prefetch_for_write).
-    if (next != nullptr && k % 2 == 0) {
+    // intent to write where that pays (layernorm_rows.hpp, prefetch_for_write).
+    if (PrefetchOutputs && next != nullptr && k % 2 == 0) {
       for (int r = 0; r < R; ++r) __builtin_prefetch(next->y[r] + 8 * k, 1, 3);
     }
     const __m256 gv = _mm256_loadu_ps(gamma + 8 * k);
@@ -354,7 +354,7 @@ inline BlockStats sum_block(const Block<R>& b, const Width& w, float inv_d, floa
 
 // Rows [begin, end) of the forward (end > begin), in blocks from `begin`; `last` is the index
 // of the tensor's last row, which fills a block that runs past it.
-template <int R = kBlockRows, int A = kSlots>
+template <bool PrefetchOutputs, int R = kBlockRows, int A = kSlots>
 inline void forward_rows(const float* x, const float* gamma, const float* beta, std::int64_t d,
                          std::int64_t begin, std::int64_t end, std::int64_t last, float inv_d,
                          float eps, float* y, float* mean, float* rstd) {
@@ -375,11 +375,11 @@ inline void forward_rows(const float* x, const float* gamma, const float* beta, 
     if (i0 + R < end) {
       const Block<R> next = block(i0 + R);
       BlockSums<R, A> sums(next);
-      output_block<R, A>(cur, st, gamma, beta, w, &next, &sums);
+      output_block<PrefetchOutputs, R, A>(cur, st, gamma, beta, w, &next, &sums);
       st = finish_block(sums, next, w, inv_d, eps, mean, rstd, end);
       cur = next;
     } else {
-      output_block<R, A>(cur, st, gamma, beta, w, nullptr, nullptr);
+      output_block<PrefetchOutputs, R, A>(cur, st, gamma, beta, w, nullptr, nullptr);
     }
   }
 }
