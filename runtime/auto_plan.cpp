@@ -26,6 +26,17 @@ sched::LayoutChoice layout_choice(Layout layout) {
   return sched::LayoutChoice::automatic;
 }
 
+// What the file tier's rate is measured with: stash-sized writes (a gpt-s stage's stash is
+// 4-13 MiB), three of them for a median, under a second at 100 MB/s.
+constexpr std::size_t kFileProbeBytes = std::size_t{16} << 20;
+constexpr int kFileProbeRepeats = 3;
+
+bool may_use_file_tier(OffloadTier tier) {
+  return tier == OffloadTier::file || tier == OffloadTier::automatic;
+}
+
+}  // namespace
+
 AutoPlan plan_from_record(const nlohmann::json& record) {
   AutoPlan plan;
   const nlohmann::json& j = record.at("layout");
@@ -59,17 +70,6 @@ AutoPlan plan_from_record(const nlohmann::json& record) {
   plan.record = record;
   return plan;
 }
-
-// What the file tier's rate is measured with: stash-sized writes (a gpt-s stage's stash is
-// 4-13 MiB), three of them for a median, under a second at 100 MB/s.
-constexpr std::size_t kFileProbeBytes = std::size_t{16} << 20;
-constexpr int kFileProbeRepeats = 3;
-
-bool may_use_file_tier(OffloadTier tier) {
-  return tier == OffloadTier::file || tier == OffloadTier::automatic;
-}
-
-}  // namespace
 
 Result<FileTierRate> measure_file_tier_rate(const OffloadConfig& offload, MPI_Comm comm) {
   FileTierRate out;
@@ -259,10 +259,7 @@ Result<AutoPlan> measure_and_plan(const TrainSettings& settings, MPI_Comm comm,
     if (record.ok()) text = record->dump();
   }
   SPW_TRY(agree_on_status(comm, planned.with_context("planning the pipeline")));
-  int length = static_cast<int>(text.size());
-  SPW_TRY(mpi_check(MPI_Bcast(&length, 1, MPI_INT, 0, comm), "sharing the plan"));
-  text.resize(static_cast<std::size_t>(length));
-  SPW_TRY(mpi_check(MPI_Bcast(text.data(), length, MPI_CHAR, 0, comm), "sharing the plan"));
+  SPW_TRY(broadcast_string(comm, text, "sharing the plan"));
   return plan_from_record(nlohmann::json::parse(text));
 }
 

@@ -61,6 +61,10 @@ Result<AutoPlan> predict_requested_layout(const TrainSettings& settings,
                                           const OffloadConfig& offload, MPI_Comm comm,
                                           const std::string& output_dir);
 
+// A plan as plan_record wrote it (plan.json, or rank 0's plan shared as text) read back.
+// Throws nlohmann::json's exceptions on a record that lacks a key or has one of another type.
+AutoPlan plan_from_record(const nlohmann::json& record);
+
 struct FileTierRate {
   sched::OffloadBandwidth bandwidth;  // the planner's default where not measured
   std::string source;                 // for the plan record; empty when not measured

@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cstdio>
-
 #include <nlohmann/json.hpp>
 
 #include "kernels/threading.hpp"
@@ -11,6 +10,7 @@
 #include "runtime/mpi_support.hpp"
 #include "runtime/pipeline_job.hpp"
 #include "runtime/progress.hpp"
+#include "runtime/stored_plan.hpp"
 #include "runtime/trainer.hpp"
 
 namespace spw {
@@ -43,6 +43,11 @@ Status run_evaluate_command(const EvaluateCommand& command, MPI_Comm comm, Failu
   auto meta = read_checkpoint_meta(command.checkpoint);
   if (size > 1) SPW_TRY(agree_on_status(comm, meta.status()));
   SPW_TRY(meta.status());
+  StoredPlanUse stored;
+  if (size > 1) {
+    SPW_ASSIGN_OR_RETURN(stored, use_stored_plan(job, comm));
+    job = stored.job;
+  }
   SPW_ASSIGN_OR_RETURN(PipelineLayout layout, requested_layout(job, size));
 
   const auto start = std::chrono::steady_clock::now();
@@ -51,6 +56,11 @@ Status run_evaluate_command(const EvaluateCommand& command, MPI_Comm comm, Failu
     SPW_ASSIGN_OR_RETURN(loss, evaluate_on_one_rank(job));
   } else {
     SPW_ASSIGN_OR_RETURN(PipelineJob opened, open_forwards_only_job(job, comm));
+    if (rank == 0) {
+      std::fprintf(stderr, "spillway: evaluating on %d ranks (%s%s)\n", size,
+                   opened.executor->layout().describe().c_str(),
+                   layout_source(stored, opened.planned).c_str());
+    }
     SPW_TRY(opened.executor->open_evaluation_data());
     // From here a failure may strand peers inside MPI calls: only the job's end frees them.
     scope = FailureScope::this_rank;

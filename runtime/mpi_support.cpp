@@ -64,6 +64,14 @@ Result<double> ping_pong_seconds(MPI_Comm comm, int peer, bool starts, std::int6
   return best;
 }
 
+Status broadcast_string(MPI_Comm comm, std::string& text, const char* what) {
+  int length = static_cast<int>(text.size());
+  SPW_TRY(mpi_check(MPI_Bcast(&length, 1, MPI_INT, 0, comm), what));
+  text.resize(static_cast<std::size_t>(length));
+  if (length == 0) return Status::success();
+  return mpi_check(MPI_Bcast(text.data(), length, MPI_CHAR, 0, comm), what);
+}
+
 Result<std::vector<std::string>> gather_strings(MPI_Comm comm, const std::string& mine) {
   int rank = 0, size = 0;
   SPW_TRY(mpi_check(MPI_Comm_rank(comm, &rank), "gathering text from every rank"));

@@ -38,6 +38,9 @@ Result<double> ping_pong_seconds(MPI_Comm comm, int peer, bool starts, std::int6
 // Collective over `comm`: every rank's `mine` on rank 0, in rank order (empty elsewhere).
 Result<std::vector<std::string>> gather_strings(MPI_Comm comm, const std::string& mine);
 
+// Collective over `comm`: rank 0's `text` on every rank. `what` names it in an error.
+Status broadcast_string(MPI_Comm comm, std::string& text, const char* what);
+
 struct NodeShare {
   int local_rank = 0;   // this rank's index among the ranks on its node
   int local_ranks = 1;  // ranks on this node

@@ -96,13 +96,8 @@ Result<sched::RankTopology> cached_rank_topology(MPI_Comm comm, const std::strin
     const auto cached = sched::topology_from_json(buffer.str(), path);
     if (cached.ok() && !cached->nodes.empty()) text = buffer.str();
   }
-  int length = static_cast<int>(text.size());
-  MPI_Bcast(&length, 1, MPI_INT, 0, comm);
-  if (length > 0) {
-    text.resize(static_cast<std::size_t>(length));
-    MPI_Bcast(text.data(), length, MPI_CHAR, 0, comm);
-    return sched::topology_from_json(text, path);
-  }
+  SPW_TRY(broadcast_string(comm, text, "sharing the cached link figures"));
+  if (!text.empty()) return sched::topology_from_json(text, path);
   SPW_ASSIGN_OR_RETURN(sched::RankTopology topology, measure_rank_topology(comm, message_bytes));
   Status written = Status::success();
   if (rank == 0) written = write_file_atomically(path, sched::topology_to_json(topology));

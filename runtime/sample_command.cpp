@@ -7,6 +7,7 @@
 #include "kernels/threading.hpp"
 #include "runtime/mpi_support.hpp"
 #include "runtime/pipeline_job.hpp"
+#include "runtime/stored_plan.hpp"
 #include "runtime/train_command.hpp"
 #include "runtime/trainer.hpp"
 
@@ -139,14 +140,16 @@ Status run_sample_command(const SampleCommand& command, MPI_Comm comm, FailureSc
                                prompt_ids.empty() ? nullptr : &prompt_ids));
   if (size == 1) return sample_on_one_rank(command, job, prompt_ids);
 
-  SPW_ASSIGN_OR_RETURN(const PipelineLayout requested, requested_layout(job, size));
+  SPW_ASSIGN_OR_RETURN(const StoredPlanUse stored, use_stored_plan(job, comm));
+  SPW_ASSIGN_OR_RETURN(const PipelineLayout requested, requested_layout(stored.job, size));
   SPW_ASSIGN_OR_RETURN(PipelineJob opened,
-                       open_forwards_only_job(sampling_job(job, requested, size), comm));
+                       open_forwards_only_job(sampling_job(stored.job, requested, size), comm));
   PipelineExecutor& executor = *opened.executor;
   if (opened.rank == 0) {
     // stderr: stdout holds the sample alone.
     std::fprintf(stderr, "spillway: sampling on %d ranks (%s%s), a forward through them a token\n",
-                 size, executor.layout().describe().c_str(), opened.planned ? ", planned" : "");
+                 size, executor.layout().describe().c_str(),
+                 layout_source(stored, opened.planned).c_str());
   }
   const NextTokenLogits logits = [&executor](const std::vector<std::int32_t>& window,
                                              std::size_t last) {

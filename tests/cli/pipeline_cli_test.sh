@@ -498,6 +498,42 @@ check "which the planner chose" grep -q "^spillway: sampling on 2 ranks (.*, pla
 ls "$work/eval" > "$work/eval-files-after.txt"
 check "whose planning wrote nothing in output.dir" \
   cmp "$work/eval-files-before.txt" "$work/eval-files-after.txt"
+# A planned job whose output.dir holds the plan.json of a run on as many ranks (the automatic
+# run above, same model and batch) takes that plan's layout instead of profiling and planning
+# again, for sampling and evaluating alike; a plan made for another model is not taken, and
+# the line says why.
+ls "$work/auto" > "$work/auto-files-before.txt"
+sample2 2 "$work/sample-stored.txt" "${text_args[@]}" --set 'parallel.stages="auto"' \
+  --set "output.dir=$work/auto"
+check "a stored plan samples one process's text" cmp "$work/sample-one.txt" "$work/sample-stored.txt"
+check "in the layout it records, as rank 0 says" one_line "$work/sample-stored.txt.err" \
+  ", the plan in $work/auto/plan.json), a forward through them a token"
+check "and the layout is the planned run's" python3 - "$work/auto/plan.json" \
+  "$work/sample-stored.txt.err" <<'PY'
+import json, sys
+layout = json.load(open(sys.argv[1]))["layout"]
+line = open(sys.argv[2]).read()
+stages = len(layout["stages"])
+replicas = layout["replicas"]
+ok = f"{stages} stages x {replicas} replica" in line and layout["schedule"] in line
+sys.exit(0 if ok else 1)
+PY
+timeout 120 "$mpiexec" -n 2 "${mpi_flags[@]}" -x OMP_NUM_THREADS=1 "$spillway" evaluate \
+  "$work/tiny.toml" "${eval_args[@]}" --checkpoint "$work/eval/checkpoint-5.h5" \
+  --set 'parallel.stages="auto"' --set "output.dir=$work/auto" --output "$work/ev-stored.json" \
+  > "$work/ev-stored.txt" 2> "$work/ev-stored.err"
+check "evaluating with it exits 0" test $? -eq 0
+check "and says so" one_line "$work/ev-stored.err" ", the plan in $work/auto/plan.json)"
+check "scoring what the given stages score" python3 -c \
+  "import json,sys; a,b=(json.load(open(f))['loss'] for f in sys.argv[1:]); sys.exit(0 if abs(a-b)<=1e-6*abs(a) else 1)" \
+  "$work/ev2.json" "$work/ev-stored.json"
+ls "$work/auto" > "$work/auto-files-after.txt"
+check "neither wrote in output.dir" cmp "$work/auto-files-before.txt" "$work/auto-files-after.txt"
+sample2 2 "$work/sample-other-model.txt" "${text_args[@]}" --set 'parallel.stages="auto"' \
+  --set "output.dir=$work/cuts"
+check "another model's plan is planned anew" cmp "$work/sample-one.txt" "$work/sample-other-model.txt"
+check "naming why" one_line "$work/sample-other-model.txt.err" \
+  ", planned ($work/cuts/plan.json not used: it was made for the model \"gpt layers=3 d_model=32 heads=2 seq=16 vocab=256"
 sample2 4 "$work/sample-pipefb.txt" "${text_args[@]}" --set 'parallel.layout="pipefb"'
 check "and as PipeFB on 4 ranks" cmp "$work/sample-one.txt" "$work/sample-pipefb.txt"
 check "which it ran" grep -q "^spillway: sampling on 4 ranks (2 stages on 4 ranks (forward and backward apart) x 1 replica, pipefb" \
