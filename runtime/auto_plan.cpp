@@ -171,7 +171,7 @@ Result<nlohmann::json> plan_on_rank_zero(
     const TrainSettings& settings, const sched::ModelProfile& profile,
     const sched::ModelProfile* chunked_head, const sched::RankTopology& topology,
     const std::string& output_dir, const PipelineLayout* requested, const OffloadConfig& offload,
-    const FileTierRate& file_rate) {
+    const FileTierRate& file_rate, const nlohmann::json& planned_for) {
   if (!output_dir.empty()) SPW_TRY(sched::write_profile(output_dir + "/profile.json", profile));
   PlanSources sources;
   sources.how = requested ? "the job's own layout, predicted" : "searched by the planner";
@@ -196,6 +196,7 @@ Result<nlohmann::json> plan_on_rank_zero(
   nlohmann::json record = plan_record(planned.plan, planned.profile, topology, sources);
   record_layer_cuts(record, planned.splits);
   if (requested == nullptr) record_head_chunks(record, settings, planned.head_chunk_rows);
+  if (!planned_for.is_null()) record["planned_for"] = planned_for;
   if (!output_dir.empty()) SPW_TRY(write_json_atomically(output_dir + "/plan.json", record));
   return record;
 }
@@ -215,7 +216,8 @@ void forwards_only(sched::ModelProfile& profile) {
 
 Result<AutoPlan> measure_and_plan(const TrainSettings& settings, MPI_Comm comm,
                                   const std::string& output_dir, const PipelineLayout* requested,
-                                  const OffloadConfig& requested_offload) {
+                                  const OffloadConfig& requested_offload,
+                                  const nlohmann::json& planned_for) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   // Links are measured with one activation's worth of bytes (what pipeline stages exchange),
@@ -253,8 +255,9 @@ Result<AutoPlan> measure_and_plan(const TrainSettings& settings, MPI_Comm comm,
   std::string text;
   Status planned = Status::success();
   if (rank == 0) {
-    auto record = plan_on_rank_zero(settings, profile, chunked_head ? &*chunked_head : nullptr,
-                                    topology, output_dir, requested, offload, file_rate);
+    auto record =
+        plan_on_rank_zero(settings, profile, chunked_head ? &*chunked_head : nullptr, topology,
+                          output_dir, requested, offload, file_rate, planned_for);
     planned = record.status();
     if (record.ok()) text = record->dump();
   }
@@ -408,15 +411,16 @@ Result<sched::Plan> predict_layout(const TrainSettings& settings,
 }
 
 Result<AutoPlan> plan_automatically(const TrainSettings& settings, MPI_Comm comm,
-                                    const std::string& output_dir) {
-  return measure_and_plan(settings, comm, output_dir, nullptr, {});
+                                    const std::string& output_dir,
+                                    const nlohmann::json& planned_for) {
+  return measure_and_plan(settings, comm, output_dir, nullptr, {}, planned_for);
 }
 
 Result<AutoPlan> predict_requested_layout(const TrainSettings& settings,
                                           const PipelineLayout& layout,
                                           const OffloadConfig& offload, MPI_Comm comm,
                                           const std::string& output_dir) {
-  return measure_and_plan(settings, comm, output_dir, &layout, offload);
+  return measure_and_plan(settings, comm, output_dir, &layout, offload, nullptr);
 }
 
 Result<MPI_Comm> communicator_in_plan_order(MPI_Comm comm, const std::vector<int>& world_rank) {

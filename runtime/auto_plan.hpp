@@ -49,9 +49,12 @@ struct AutoPlan {
 };
 
 // Collective over `comm`. Rank 0 writes the profile and the plan (profile.json, plan.json)
-// to `output_dir` when it is not empty; the link matrix is cached there.
+// to `output_dir` when it is not empty; the link matrix is cached there. `planned_for`, unless
+// null, is kept in the plan's record as "planned_for": the job keys it was made for
+// (runtime/stored_plan.hpp), by which a resumed run knows the plan is still its own.
 Result<AutoPlan> plan_automatically(const TrainSettings& settings, MPI_Comm comm,
-                                    const std::string& output_dir);
+                                    const std::string& output_dir,
+                                    const nlohmann::json& planned_for = nullptr);
 
 // Collective over `comm`: the same measurements, but no search: the planner's cost model
 // predicts `layout` with `offload` as it will run (ranks in order), so a run with a forced

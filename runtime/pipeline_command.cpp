@@ -31,9 +31,16 @@ Result<RunEnd> train_opened_job(const JobConfig& job, const TrainCommand& comman
   const PipelineLayout& layout = settings.layout;
   const ThreadSetup& threads = opened.threads;
   PipelineExecutor* executor = opened.executor.get();
-  if (opened.planned && rank == 0) {
-    std::printf("spillway: automatic plan (profile, links and plan.json in %s): %s\n%s\n",
-                job.output.dir.c_str(), layout.describe().c_str(),
+  if (opened.planned && rank == 0 && !opened.plan_kept_from.empty()) {
+    std::printf(
+        "spillway: automatic plan kept from %s (the resumed run's, its job keys unchanged): "
+        "%s\n%s\n",
+        opened.plan_kept_from.c_str(), layout.describe().c_str(), opened.plan_explanation.c_str());
+  } else if (opened.planned && rank == 0) {
+    const std::string not_kept =
+        opened.plan_not_kept.empty() ? "" : "; the stored plan not kept: " + opened.plan_not_kept;
+    std::printf("spillway: automatic plan (profile, links and plan.json in %s%s): %s\n%s\n",
+                job.output.dir.c_str(), not_kept.c_str(), layout.describe().c_str(),
                 opened.plan_explanation.c_str());
   } else if (!opened.plan_record.is_null() && rank == 0) {
     std::printf("spillway: predicted (profile, links and plan.json in %s): %s\n",

@@ -6,6 +6,7 @@
 #include "runtime/json_file.hpp"
 #include "runtime/mpi_support.hpp"
 #include "runtime/pipeline_checkpoint.hpp"
+#include "runtime/stored_plan.hpp"
 #include "runtime/train_command.hpp"
 
 namespace spw {
@@ -93,8 +94,19 @@ Result<PipelineJob> open_pipeline_job(const JobConfig& job, MPI_Comm comm,
   SPW_TRY(agree_on_status(comm, local_setup(job, options, comm, out, first_step)));
 
   if (job.parallel.stages.form == StagesSpec::Form::automatic) {
-    SPW_ASSIGN_OR_RETURN(AutoPlan plan,
-                         plan_automatically(out.settings.train, comm, job.output.dir));
+    KeptPlan kept;
+    if (!options.resume_from.empty()) {
+      SPW_ASSIGN_OR_RETURN(kept, plan_to_resume_with(job, comm));
+    }
+    AutoPlan plan;
+    if (kept.plan) {
+      plan = std::move(*kept.plan);
+      out.plan_kept_from = kept.path;
+    } else {
+      SPW_ASSIGN_OR_RETURN(
+          plan, plan_automatically(out.settings.train, comm, job.output.dir, planning_keys(job)));
+      out.plan_not_kept = kept.not_kept;
+    }
     SPW_ASSIGN_OR_RETURN(MPI_Comm in_order, communicator_in_plan_order(comm, plan.world_rank));
     out.plan_order = OwnedComm(in_order);
     out.world = in_order;

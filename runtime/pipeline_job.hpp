@@ -63,6 +63,9 @@ struct PipelineJob {
   ThreadSetup threads;
   bool planned = false;            // the planner chose the layout
   std::string plan_explanation;    // its reasons, when planned
+  // A resumed run's plan: the plan.json it kept (runtime/stored_plan.hpp), or why the one
+  // there was not kept and the planner planned anew; both empty otherwise.
+  std::string plan_kept_from, plan_not_kept;
   // The plan (runtime/plan_record.hpp) when planned or predicted, else null; every rank.
   nlohmann::json plan_record;
   std::unique_ptr<PipelineExecutor> executor;

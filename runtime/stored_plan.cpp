@@ -39,26 +39,34 @@ Result<ScheduleKind> schedule_named(const std::string& name) {
   return unfit("it was made with the schedule \"" + name + "\", which spillway does not know");
 }
 
-}  // namespace
-
-Result<JobConfig> job_with_plan(const JobConfig& job, const nlohmann::json& record,
-                                int world_size) {
+// The plan `record` holds, which must have been made for `world_size` ranks.
+Result<AutoPlan> plan_for_ranks(const nlohmann::json& record, int world_size) {
   AutoPlan plan;
-  std::string profiled;
   try {
     plan = plan_from_record(record);
-    profiled = record.at("profile").at("model").get<std::string>();
   } catch (const nlohmann::json::exception& e) {
     return unfit(std::string("it is no plan spillway wrote (") + e.what() + ")");
-  }
-  const std::string model = model_without_choices(job.model);
-  if (!names_model(profiled, model)) {
-    return unfit("it was made for the model \"" + profiled + "\", not \"" + model + "\"");
   }
   if (static_cast<int>(plan.world_rank.size()) != world_size) {
     return unfit("it was made for " + std::to_string(plan.world_rank.size()) + " ranks, not " +
                  std::to_string(world_size));
   }
+  return plan;
+}
+
+}  // namespace
+
+Result<JobConfig> job_with_plan(const JobConfig& job, const nlohmann::json& record,
+                                int world_size) {
+  const nlohmann::json profiled =
+      record.value("profile", nlohmann::json::object()).value("model", nlohmann::json());
+  if (!profiled.is_string()) return unfit("it is no plan spillway wrote (no profile.model)");
+  const std::string model = model_without_choices(job.model);
+  if (!names_model(profiled.get<std::string>(), model)) {
+    return unfit("it was made for the model \"" + profiled.get<std::string>() + "\", not \"" +
+                 model + "\"");
+  }
+  SPW_ASSIGN_OR_RETURN(const AutoPlan plan, plan_for_ranks(record, world_size));
   const PipelineLayout& l = plan.layout;
   const std::int64_t samples = std::int64_t{l.replicas} * l.microbatches * l.microbatch_samples;
   if (samples != job.train.batch) {
@@ -102,45 +110,108 @@ Result<JobConfig> job_with_plan(const JobConfig& job, const nlohmann::json& reco
   return out;
 }
 
-Result<StoredPlanUse> use_stored_plan(const JobConfig& job, MPI_Comm comm) {
-  StoredPlanUse out;
-  out.job = job;
-  if (job.parallel.stages.form != StagesSpec::Form::automatic || job.output.dir.empty()) {
-    return out;
-  }
-  out.path = job.output.dir + "/plan.json";
-  int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
-  // Rank 0 alone reads (output.dir need not be on every node) and shares the job it makes as
-  // the record it came from, or an empty text and why not.
+namespace {
+
+// The plan.json at `path` as rank 0 read it, on every rank: its text when `fits` accepts it,
+// else an empty text and why not (empty too where no file is there, the common case of a
+// run with stages given, not worth a word). Rank 0 alone reads: output.dir need not be on
+// every node.
+struct SharedPlan {
   std::string text, why_not;
+};
+
+template <class Fits>
+Result<SharedPlan> share_stored_plan(const std::string& path, MPI_Comm comm, Fits fits) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  SharedPlan out;
   if (rank == 0) {
-    std::ifstream in(out.path);
+    std::ifstream in(path);
     if (!in) {
-      // No plan there is the common case (a run with stages given), not worth a word.
-      if (std::filesystem::exists(out.path)) why_not = "it cannot be read";
+      if (std::filesystem::exists(path)) out.why_not = "it cannot be read";
     } else {
       std::stringstream buffer;
       buffer << in.rdbuf();
       const nlohmann::json record = nlohmann::json::parse(buffer.str(), nullptr, false);
-      const auto fits = record.is_discarded() ? Result<JobConfig>(unfit("it is not JSON"))
-                                              : job_with_plan(job, record, size);
-      if (fits.ok()) {
-        text = buffer.str();
+      const Status fit = record.is_discarded() ? unfit("it is not JSON") : fits(record);
+      if (fit.ok()) {
+        out.text = buffer.str();
       } else {
-        why_not = fits.status().message();
+        out.why_not = fit.message();
       }
     }
   }
-  SPW_TRY(broadcast_string(comm, text, "sharing the stored plan"));
-  SPW_TRY(broadcast_string(comm, why_not, "sharing why the stored plan was not used"));
-  if (text.empty()) {
-    out.not_used = why_not;
+  SPW_TRY(broadcast_string(comm, out.text, "sharing the stored plan"));
+  SPW_TRY(broadcast_string(comm, out.why_not, "sharing why the stored plan was not used"));
+  return out;
+}
+
+bool plans_stages(const JobConfig& job) {
+  return job.parallel.stages.form == StagesSpec::Form::automatic && !job.output.dir.empty();
+}
+
+}  // namespace
+
+Result<StoredPlanUse> use_stored_plan(const JobConfig& job, MPI_Comm comm) {
+  StoredPlanUse out;
+  out.job = job;
+  if (!plans_stages(job)) return out;
+  out.path = job.output.dir + "/plan.json";
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  SPW_ASSIGN_OR_RETURN(const SharedPlan shared,
+                       share_stored_plan(out.path, comm, [&](const nlohmann::json& record) {
+                         return job_with_plan(job, record, size).status();
+                       }));
+  if (shared.text.empty()) {
+    out.not_used = shared.why_not;
     return out;
   }
-  SPW_ASSIGN_OR_RETURN(out.job, job_with_plan(job, nlohmann::json::parse(text), size));
+  SPW_ASSIGN_OR_RETURN(out.job, job_with_plan(job, nlohmann::json::parse(shared.text), size));
   out.used = true;
+  return out;
+}
+
+nlohmann::json planning_keys(const JobConfig& job) {
+  const nlohmann::json all = to_json(job);
+  nlohmann::json keys = nlohmann::json::object();
+  for (const char* section : {"model", "parallel", "offload", "memory", "threads"}) {
+    keys[section] = all.at(section);
+  }
+  for (const char* key : {"batch", "microbatches", "optimizer"}) {
+    keys["train"][key] = all.at("train").at(key);
+  }
+  return keys;
+}
+
+Result<KeptPlan> plan_to_resume_with(const JobConfig& job, MPI_Comm comm) {
+  KeptPlan out;
+  if (!plans_stages(job)) return out;
+  out.path = job.output.dir + "/plan.json";
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  const nlohmann::json keys = planning_keys(job);
+  SPW_ASSIGN_OR_RETURN(
+      const SharedPlan shared,
+      share_stored_plan(out.path, comm, [&](const nlohmann::json& record) -> Status {
+        if (!record.contains("planned_for")) {
+          return unfit("it does not record the job keys it was made for");
+        }
+        const nlohmann::json& was = record["planned_for"];
+        std::string changed;
+        for (const auto& [section, value] : keys.items()) {
+          if (!was.contains(section) || was[section] != value) {
+            changed += (changed.empty() ? "[" : ", [") + section + "]";
+          }
+        }
+        if (!changed.empty()) return unfit("the job's " + changed + " changed since");
+        return plan_for_ranks(record, size).status();
+      }));
+  if (shared.text.empty()) {
+    out.not_kept = shared.why_not;
+    return out;
+  }
+  out.plan = plan_from_record(nlohmann::json::parse(shared.text));
   return out;
 }
 

@@ -88,7 +88,8 @@ PY
 check "timeline.svg is drawn" grep -q "<svg" "$work/out/timeline.svg"
 
 # stages = "auto": rank 0 profiles, the ranks measure their links (cached), the planner decides.
-run2 "$work/auto.txt" "$work/tiny.toml" --set "output.dir=$work/auto" --set 'parallel.stages="auto"'
+run2 "$work/auto.txt" "$work/tiny.toml" --set "output.dir=$work/auto" --set 'parallel.stages="auto"' \
+  --set output.checkpoint_every=2
 status=$?
 cat "$work/auto.txt"
 check "an automatic plan runs" test $status -eq 0
@@ -116,6 +117,34 @@ ok = (plan == kept and plan["how"] == "searched by the planner"
 sys.exit(0 if ok else 1)
 PY
 check "the profile was taken on both ranks" grep -q "measured on all 2 ranks at once" "$work/auto/plan.json"
+# A resumed planned run keeps the plan of the run it continues (its plan.json, made for the
+# same job keys on as many ranks) instead of measuring and planning again, and goes on to
+# that run's losses; a resumed run whose keys changed plans anew and says why.
+cp "$work/auto/plan.json" "$work/auto-plan-straight.json"
+cp "$work/auto/report.json" "$work/auto-report-straight.json"
+resume_auto() {  # resume_auto OUT ARGS...: the automatic run, resumed at step 2
+  local out=$1; shift
+  run2 "$out" "$work/tiny.toml" --set "output.dir=$work/auto" --set 'parallel.stages="auto"' \
+    --set output.checkpoint_every=2 --resume "$work/auto/checkpoint-2.h5" "$@"
+}
+resume_auto "$work/auto-resume.txt"
+check "a resumed planned run exits 0" test $? -eq 0
+check "keeping the plan of the run it continues" grep -q -F \
+  "spillway: automatic plan kept from $work/auto/plan.json (the resumed run's, its job keys unchanged): " \
+  "$work/auto-resume.txt"
+check "without planning again" cmp "$work/auto-plan-straight.json" "$work/auto/plan.json"
+check "and ends on the losses of the run it continues" python3 - \
+  "$work/auto-report-straight.json" "$work/auto/report.json" <<'PY'
+import json, sys
+straight, resumed = (json.load(open(f)) for f in sys.argv[1:])
+ok = resumed["loss"] == straight["loss"][2:] and resumed["pipeline"]["plan"] == straight["pipeline"]["plan"]
+sys.exit(0 if ok else 1)
+PY
+resume_auto "$work/auto-resume-cap.txt" --set memory.cap='"1GiB"'
+check "a resumed run with another memory.cap exits 0" test $? -eq 0
+check "planning anew, saying why" grep -q -F \
+  "spillway: automatic plan (profile, links and plan.json in $work/auto; the stored plan not kept: the job's [memory] changed since): " \
+  "$work/auto-resume-cap.txt"
 OMP_NUM_THREADS=1 "$spillway" plan "$work/tiny.toml" --ranks 2 --repeats 1 \
   --set "output.dir=$work/auto" --set 'parallel.stages="auto"' > "$work/replan.txt" 2>&1
 check "spillway plan takes the links that run measured" \

@@ -152,5 +152,31 @@ TEST(StoredPlan, RefusesARecordItCannotRead) {
       << short_stages.status().message();
 }
 
+TEST(StoredPlan, PlanningKeysAreWhatAPlanDependsOn) {
+  const JobConfig job = planned_job();
+  const nlohmann::json keys = planning_keys(job);
+  // What a resumed or longer run may change without a new plan.
+  JobConfig longer = job;
+  longer.train.steps = 1000;
+  longer.train.lr = 1e-4;
+  longer.output.dir = "elsewhere";
+  longer.output.checkpoint_every = 7;
+  longer.eval.every = 10;
+  longer.data.source = DataKind::synthetic;
+  EXPECT_EQ(planning_keys(longer), keys);
+  // What the plan was made for.
+  std::vector<JobConfig> changed(7, job);
+  changed[0].memory.cap = std::size_t{1} << 30;
+  changed[1].model.d_model = 256;
+  changed[2].train.batch = 32;
+  changed[3].train.optimizer = OptimizerKind::sgd;
+  changed[4].offload.tier = OffloadTier::file;
+  changed[5].threads.count = 2;
+  changed[6].parallel.layout = Layout::pipefb;
+  for (std::size_t i = 0; i < changed.size(); ++i) {
+    EXPECT_NE(planning_keys(changed[i]), keys) << "change " << i;
+  }
+}
+
 }  // namespace
 }  // namespace spw
