@@ -275,6 +275,10 @@ class Prefetcher {
  private:
   // prefetcht2: prefetcht0 put the next pair in L1 among this pair's operands and was slower
   // than no prefetch at all; t1 measured like t2 at gpt-s and 6% slower on the gpt-m backward.
+  // The rows the pair will write are asked for with PREFETCHW even on the Zen 4, where the
+  // LayerNorm forward's cost more than they hid (write_prefetch.hpp): here they are few beside
+  // the products, and read prefetches instead ran 0.92-1.02x as fast (bench_kernels'
+  // op/attention rows, 3 runs of each build alternated, 2026-11-30, /tmp/s35/at-*).
   static constexpr int kLocality = 1;
   const NextRows* next_;
   std::int64_t seq_, hd_;
