@@ -11,7 +11,9 @@
 // bench_kernels there, without it: 1.04x / 1.04x at [2048, 256] on 1 / 2 threads, 1.06x /
 // 1.07x at [2048, 512], 1.07-1.16x with the rows in L2, and 0.97x at [2048, 1024], within
 // that point's noise (18-39 GB/s run to run) (medians of 3 runs alternated, 8 at d 1024,
-// 2026-11-30). No AMD core measured gained from it, so it is asked for on Intel cores only.
+// 2026-11-30). Intel is where it was measured to pay and AMD's Zen 4 where it was measured
+// to cost (the Zen 3 and Zen 5 VMs were gone before it existed), so it is asked for on Intel
+// cores only.
 #pragma once
 
 namespace spw::ops {
