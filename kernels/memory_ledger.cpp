@@ -1,5 +1,6 @@
 #include "memory_ledger.hpp"
 
+#include <atomic>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -21,7 +22,8 @@ MemoryLedger& MemoryLedger::process() {
 
 Status MemoryLedger::reserve(MemoryCategory category, std::size_t bytes) {
   std::unique_lock lock(mutex_);
-  const bool over = state_.cap && state_.current_total + bytes > *state_.cap;
+  const bool over =
+      (state_.cap && state_.current_total + bytes > *state_.cap) || over_node_budget_locked(bytes);
   if (over && pressure_handler_ && !relieving_ &&
       pressure_thread_ == std::this_thread::get_id()) {
     // A copy of the handler: it may clear or replace itself while it runs.
@@ -44,6 +46,7 @@ Status MemoryLedger::reserve_locked(MemoryCategory category, std::size_t bytes) 
                      std::to_string(*state_.cap) + ", in use " +
                      std::to_string(state_.current_total));
   }
+  SPW_TRY(take_from_node_budget_locked(category, bytes));
   const int i = static_cast<int>(category);
   state_.current[i] += bytes;
   state_.current_total = total;
@@ -51,6 +54,71 @@ Status MemoryLedger::reserve_locked(MemoryCategory category, std::size_t bytes) 
   if (state_.current[i] > state_.peak[i]) state_.peak[i] = state_.current[i];
   if (total > state_.peak_total) state_.peak_total = total;
   return Status::success();
+}
+
+bool MemoryLedger::over_node_budget_locked(std::size_t bytes) const {
+  if (!node_budget_) return false;
+  const std::atomic_ref<std::uint64_t> in_use(*node_budget_->shared_in_use);
+  return in_use.load() + bytes > node_budget_->bytes;
+}
+
+Status MemoryLedger::take_from_node_budget_locked(MemoryCategory category, std::size_t bytes) {
+  if (!node_budget_) return Status::success();
+  std::atomic_ref<std::uint64_t> in_use(*node_budget_->shared_in_use);
+  std::uint64_t held = in_use.load();
+  // Another rank may take from the counter between the check and the update: retry then.
+  while (held + bytes <= node_budget_->bytes) {
+    if (in_use.compare_exchange_weak(held, held + bytes)) return Status::success();
+  }
+  return node_budget_exceeded_locked(
+      format_bytes(bytes) + " for " + std::string(memory_category_name(category)), held);
+}
+
+Status MemoryLedger::node_budget_exceeded_locked(const std::string& what,
+                                                 std::uint64_t held) const {
+  const std::string holders =
+      held == 0 ? ""
+      : node_budget_->ranks == 1
+          ? " and this rank holds "
+          : " and its " + std::to_string(node_budget_->ranks) + " ranks hold ";
+  return error(StatusCode::out_of_memory,
+               "this node's memory exceeded: need " + what + ", the node's budget is " +
+                   format_bytes(node_budget_->bytes) + " (" + node_budget_->source + ")" + holders +
+                   (held == 0 ? "" : format_bytes(static_cast<std::size_t>(held))) +
+                   ": spread the model over more ranks or nodes (parallel.stages), or cap each "
+                   "rank (memory.cap) and offload its stashes (offload.tier)");
+}
+
+Status MemoryLedger::check_node_headroom(std::size_t bytes, const std::string& what) const {
+  std::lock_guard lock(mutex_);
+  if (!node_budget_) return Status::success();
+  const std::uint64_t held = std::atomic_ref<std::uint64_t>(*node_budget_->shared_in_use).load();
+  if (held + bytes <= node_budget_->bytes) return Status::success();
+  return node_budget_exceeded_locked(what, held);
+}
+
+Status MemoryLedger::set_node_budget(std::optional<NodeMemoryBudget> budget) {
+  std::lock_guard lock(mutex_);
+  if (budget && (budget->shared_in_use == nullptr ||
+                 reinterpret_cast<std::uintptr_t>(budget->shared_in_use) %
+                         std::atomic_ref<std::uint64_t>::required_alignment !=
+                     0)) {
+    return error(StatusCode::invalid_argument,
+                 "a node memory budget needs a shared counter aligned to 8 bytes");
+  }
+  if (node_budget_) {
+    std::atomic_ref<std::uint64_t>(*node_budget_->shared_in_use).fetch_sub(state_.current_total);
+  }
+  node_budget_ = std::move(budget);
+  if (node_budget_) {
+    std::atomic_ref<std::uint64_t>(*node_budget_->shared_in_use).fetch_add(state_.current_total);
+  }
+  return Status::success();
+}
+
+bool MemoryLedger::has_node_budget() const {
+  std::lock_guard lock(mutex_);
+  return node_budget_.has_value();
 }
 
 void MemoryLedger::set_pressure_handler(const void* owner, PressureHandler handler) {
@@ -74,6 +142,9 @@ void MemoryLedger::release(MemoryCategory category, std::size_t bytes) {
   const std::size_t released = bytes < state_.current[i] ? bytes : state_.current[i];
   state_.current[i] -= released;
   state_.current_total -= released;
+  if (node_budget_) {
+    std::atomic_ref<std::uint64_t>(*node_budget_->shared_in_use).fetch_sub(released);
+  }
 }
 
 Status MemoryLedger::set_cap(std::optional<std::size_t> cap) {

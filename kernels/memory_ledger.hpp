@@ -32,6 +32,20 @@ struct LedgerSnapshot {
   std::size_t peak_of(MemoryCategory c) const { return peak[static_cast<int>(c)]; }
 };
 
+// What the machine lets the ranks of one node hold together, beside the job's own cap. The
+// node's ranks share one counter (in shared memory), so a rank fails with a message when
+// the ranks together would touch more than the node has, instead of the kernel's OOM
+// killer ending one of them without a word. The ledger counts only tensors, so this
+// catches what cannot fit, not everything that might not.
+struct NodeMemoryBudget {
+  std::size_t bytes = 0;  // what the node's ranks may hold together
+  std::string source;     // how that figure was found, for the message
+  int ranks = 1;          // how many ranks share the counter
+  // The node's ranks' reserved bytes together, read and written only atomically
+  // (std::atomic_ref), 8-byte aligned, alive while the budget is set.
+  std::uint64_t* shared_in_use = nullptr;
+};
+
 class MemoryLedger {
  public:
   MemoryLedger() = default;
@@ -41,8 +55,9 @@ class MemoryLedger {
   // The ledger of this process (rank).
   static MemoryLedger& process();
 
-  // Accounts `bytes` for `category`. Fails with StatusCode::memory_cap, leaving the ledger
-  // unchanged, when the total would pass the cap even after the pressure handler (if one is
+  // Accounts `bytes` for `category`. Fails, leaving the ledger unchanged, when the total
+  // would pass the cap (StatusCode::memory_cap) or the node's ranks together would pass the
+  // node budget (StatusCode::out_of_memory) even after the pressure handler (if one is
   // installed for the calling thread) had its chance to free memory.
   Status reserve(MemoryCategory category, std::size_t bytes);
 
@@ -63,6 +78,18 @@ class MemoryLedger {
   Status set_cap(std::optional<std::size_t> cap);
   std::optional<std::size_t> cap() const;
 
+  // Shares this ledger's reservations with the node's other ranks under `budget`, adding
+  // what it holds now to the shared counter; nullopt takes them back out. Whoever sets a
+  // budget clears it before its counter goes away. invalid_argument (budget unchanged) for
+  // a null or misaligned counter.
+  Status set_node_budget(std::optional<NodeMemoryBudget> budget);
+  bool has_node_budget() const;
+  // Whether `bytes` more would fit the node budget now, reserving nothing: a check before a
+  // long run of allocations (a model's parameters) that fails in a moment where the
+  // allocations would fail only after touching all the memory the node has.
+  // out_of_memory naming `what` when they would not; success without a budget.
+  Status check_node_headroom(std::size_t bytes, const std::string& what) const;
+
   LedgerSnapshot snapshot() const;
   std::size_t current_total() const;
   std::size_t peak_total() const;
@@ -72,9 +99,13 @@ class MemoryLedger {
 
  private:
   Status reserve_locked(MemoryCategory category, std::size_t bytes);
+  bool over_node_budget_locked(std::size_t bytes) const;
+  Status take_from_node_budget_locked(MemoryCategory category, std::size_t bytes);
+  Status node_budget_exceeded_locked(const std::string& what, std::uint64_t held) const;
 
   mutable std::mutex mutex_;
   LedgerSnapshot state_;
+  std::optional<NodeMemoryBudget> node_budget_;
   PressureHandler pressure_handler_;
   const void* pressure_owner_ = nullptr;
   std::thread::id pressure_thread_;

@@ -151,6 +151,76 @@ TEST(MemoryLedger, TensorAllocationsAreAccountedAndCapped) {
   ASSERT_TRUE(ledger.set_cap(std::nullopt).ok());
 }
 
+// Two ranks of one node: two ledgers sharing one counter, as MPI shared memory shares it.
+TEST(MemoryLedger, NodeBudgetRefusesWhatTheNodesRanksTogetherCannotHold) {
+  alignas(8) std::uint64_t shared = 0;
+  NodeMemoryBudget budget{1000, "a test's figure", 2, &shared};
+  MemoryLedger first;
+  MemoryLedger second;
+  ASSERT_TRUE(first.reserve(MemoryCategory::parameters, 100).ok());
+  ASSERT_TRUE(first.set_node_budget(budget).ok());
+  ASSERT_TRUE(second.set_node_budget(budget).ok());
+  EXPECT_EQ(shared, 100u) << "what a ledger held before the budget counts";
+  ASSERT_TRUE(first.reserve(MemoryCategory::gradients, 500).ok());
+  EXPECT_EQ(shared, 600u);
+
+  const Status status = second.reserve(MemoryCategory::stash, 500);
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(status.code(), StatusCode::out_of_memory);
+  EXPECT_EQ(status.message(),
+            "this node's memory exceeded: need 500 B for stash, the node's budget is 1000 B (a "
+            "test's figure) and its 2 ranks hold 600 B: spread the model over more ranks or "
+            "nodes (parallel.stages), or cap each rank (memory.cap) and offload its stashes "
+            "(offload.tier)");
+  EXPECT_EQ(second.current_total(), 0u);
+  EXPECT_EQ(shared, 600u) << "a refused reservation takes nothing";
+  EXPECT_TRUE(second.reserve(MemoryCategory::stash, 400).ok()) << "exactly the budget fits";
+
+  first.release(MemoryCategory::gradients, 500);
+  EXPECT_EQ(shared, 500u);
+  EXPECT_TRUE(second.check_node_headroom(500, "x").ok());
+  const Status headroom = second.check_node_headroom(501, "501 B for a model");
+  ASSERT_FALSE(headroom.ok());
+  EXPECT_EQ(headroom.code(), StatusCode::out_of_memory);
+  EXPECT_NE(headroom.message().find("need 501 B for a model, the node's budget is 1000 B"),
+            std::string::npos)
+      << headroom.message();
+  EXPECT_EQ(shared, 500u) << "a check reserves nothing";
+
+  ASSERT_TRUE(second.set_node_budget(std::nullopt).ok());
+  EXPECT_EQ(shared, 100u) << "a ledger leaving the budget takes its bytes with it";
+  EXPECT_TRUE(second.reserve(MemoryCategory::stash, 5000).ok()) << "no budget, no limit";
+  EXPECT_EQ(shared, 100u);
+  EXPECT_TRUE(second.check_node_headroom(1u << 30, "x").ok());
+}
+
+TEST(MemoryLedger, OneRanksNodeBudgetSaysThisRankAndTheCapStillComesFirst) {
+  alignas(8) std::uint64_t shared = 0;
+  MemoryLedger ledger;
+  ASSERT_TRUE(ledger.set_cap(300).ok());
+  ASSERT_TRUE(ledger.set_node_budget(NodeMemoryBudget{200, "f", 1, &shared}).ok());
+  const Status over_cap = ledger.reserve(MemoryCategory::parameters, 400);
+  EXPECT_EQ(over_cap.code(), StatusCode::memory_cap) << over_cap.message();
+  ASSERT_TRUE(ledger.reserve(MemoryCategory::parameters, 150).ok());
+  const Status over_node = ledger.reserve(MemoryCategory::workspace, 100);
+  EXPECT_EQ(over_node.code(), StatusCode::out_of_memory);
+  EXPECT_NE(over_node.message().find("and this rank holds 150 B:"), std::string::npos)
+      << over_node.message();
+  ASSERT_TRUE(ledger.set_node_budget(std::nullopt).ok());
+}
+
+TEST(MemoryLedger, NodeBudgetWithoutAnAlignedCounterIsRefused) {
+  MemoryLedger ledger;
+  const Status none = ledger.set_node_budget(NodeMemoryBudget{100, "f", 1, nullptr});
+  EXPECT_EQ(none.code(), StatusCode::invalid_argument);
+  EXPECT_EQ(none.message(), "a node memory budget needs a shared counter aligned to 8 bytes");
+  alignas(8) unsigned char bytes[16] = {};
+  const Status misaligned = ledger.set_node_budget(
+      NodeMemoryBudget{100, "f", 1, reinterpret_cast<std::uint64_t*>(bytes + 1)});
+  EXPECT_EQ(misaligned.code(), StatusCode::invalid_argument);
+  EXPECT_FALSE(ledger.has_node_budget());
+}
+
 TEST(ByteCounts, ParseAndFormat) {
   EXPECT_EQ(*parse_bytes("4096"), 4096u);
   EXPECT_EQ(*parse_bytes("8GiB"), 8ull << 30);
