@@ -7,6 +7,7 @@
 #include <string>
 
 #include "runtime/evaluate_command.hpp"
+#include "runtime/node_memory_budget.hpp"
 #include "runtime/plan_command.hpp"
 #include "runtime/profile_command.hpp"
 #include "runtime/sample_command.hpp"
@@ -151,6 +152,13 @@ int main(int argc, char** argv) {
   }
 
   MpiSession mpi(argc, argv);
+  // A model too big for the node then fails with a message rather than at the OOM killer's
+  // hand. Without the node's figures the job runs as it would have, unguarded.
+  auto node_budget = spw::NodeMemoryBudgetScope::install(MPI_COMM_WORLD);
+  if (!node_budget.ok() && mpi.rank() == 0) {
+    std::fprintf(stderr, "spillway: note: no node memory budget: %s\n",
+                 node_budget.status().message().c_str());
+  }
   spw::Status status;
   spw::FailureScope scope = spw::FailureScope::all_ranks;
   bool stopped = false;  // by a stop request, after a checkpoint: spw::kExitStopped

@@ -1,5 +1,7 @@
 #include "runtime/model.hpp"
 
+#include <algorithm>
+
 #include "runtime/gpt_split_layer.hpp"
 #include "runtime/mlp_blocks.hpp"
 
@@ -147,6 +149,50 @@ Shape ModelSpec::activation_shape(std::int64_t block, const MicrobatchData& mb) 
     return {mb.rows(), gpt.d_model};
   }
   return {mb.samples, dims[static_cast<std::size_t>(block) + 1]};
+}
+
+std::int64_t ModelSpec::parameter_count(std::int64_t first, std::int64_t last) const {
+  first = std::max<std::int64_t>(first, 0);
+  last = std::min(last, block_count() - 1);
+  std::int64_t count = 0;
+  if (kind != "gpt") {
+    for (std::int64_t b = first; b <= last; ++b) {
+      const std::int64_t in = dims[static_cast<std::size_t>(b)];
+      const std::int64_t out = dims[static_cast<std::size_t>(b) + 1];
+      count += out * in + out;
+    }
+    return count;
+  }
+  const std::int64_t d = gpt.d_model;
+  const std::int64_t head_width = gpt.heads > 0 ? d / gpt.heads : 0;
+  // A split layer's qkv rows by head: 3 * width rows of d, and their biases.
+  const auto qkv = [&](std::int64_t heads) { return 3 * heads * head_width * (d + 1); };
+  const std::int64_t layer_norm = 2 * d;
+  const std::int64_t tail = d * d + d + layer_norm + 4 * d * d + 4 * d + 4 * d * d + d;
+  std::int64_t b = 0;
+  for_each_gpt_block(*this, [&](const GptBlock& block) {
+    if (b >= first) {
+      switch (block.kind) {
+        case GptBlock::Kind::embedding:
+          count += (gpt.vocab + gpt.seq) * d;
+          break;
+        case GptBlock::Kind::layer:
+          count += layer_norm + 3 * d * (d + 1) + tail;
+          break;
+        case GptBlock::Kind::front:
+          count += layer_norm + qkv(block.front_heads);
+          break;
+        case GptBlock::Kind::back:
+          count += qkv(gpt.heads - block.front_heads) + tail;
+          break;
+        case GptBlock::Kind::head:
+          count += layer_norm + gpt.vocab * d;
+          break;
+      }
+    }
+    return ++b <= last;
+  });
+  return count;
 }
 
 Result<std::unique_ptr<Model>> Model::build(const ModelSpec& spec, std::int64_t first,

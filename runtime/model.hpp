@@ -40,6 +40,9 @@ struct ModelSpec {
   // Shape of the activation block `block` hands to the next block for `mb` (empty for the
   // last block): what a pipeline stage receives without holding the block that sends it.
   Shape activation_shape(std::int64_t block, const MicrobatchData& mb) const;
+  // Parameters (elements) of blocks [first, last] without building them: what a rank can
+  // check against its memory before it allocates any (Model::parameter_count once built).
+  std::int64_t parameter_count(std::int64_t first, std::int64_t last) const;
 
  private:
   std::string head_text() const;

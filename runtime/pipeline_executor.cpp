@@ -15,6 +15,7 @@
 #include "runtime/checkpoint.hpp"
 #include "runtime/grad_clip.hpp"
 #include "runtime/mpi_support.hpp"
+#include "runtime/node_memory_budget.hpp"
 #include "runtime/parameter_store.hpp"
 #include "runtime/pipeline_executor_slot.hpp"
 
@@ -137,6 +138,23 @@ Status PipelineExecutor::setup(const PipelineSettings& settings, MPI_Comm world)
                      std::to_string(tags_needed) + ": use fewer microbatches or stages");
   }
 
+  {
+    // Before anything that can fail on one rank alone: the check is collective.
+    BlockMemory mine;
+    for (int c = 0; c < schedule_.chunks_on(pipeline_rank_); ++c) {
+      const StageRange& range =
+          l.stages[static_cast<std::size_t>(schedule_.stage(pipeline_rank_, c))];
+      const bool trains = schedule_.stage_of(pipeline_rank_, c, sched::Direction::backward) >= 0 &&
+                          !train.inference_only;
+      const BlockMemory chunk = block_memory(train.model, range.first, range.last, trains,
+                                             trains ? &train.optimizer : nullptr);
+      mine.parameters += chunk.parameters;
+      mine.bytes += chunk.bytes;
+      if (mine.holds.size() < chunk.holds.size()) mine.holds = chunk.holds;
+    }
+    SPW_TRY(check_ranks_fit_node(world, mine));
+  }
+
   SPW_ASSIGN_OR_RETURN(DataSources sources,
                        open_data_sources(train.data, train.model, train.seed, train.evaluates));
   data_ = std::move(sources.training);
@@ -160,7 +178,8 @@ Status PipelineExecutor::setup(const PipelineSettings& settings, MPI_Comm world)
         schedule_.stage_of(pipeline_rank_, c, sched::Direction::backward) >= 0);
     const StageRange& range = l.stages[static_cast<std::size_t>(global_stage(c))];
     std::optional<WithoutGradients> forward_only;
-    if (!runs_backward(c) || train.inference_only) forward_only.emplace();
+    const bool trains = runs_backward(c) && !train.inference_only;
+    if (!trains) forward_only.emplace();
     SPW_ASSIGN_OR_RETURN(auto chunk, Model::build(train.model, range.first, range.last));
     forward_only.reset();
     SPW_TRY(chunk->init_parameters(train.seed));

@@ -8,6 +8,7 @@
 #include "kernels/ops/cross_entropy.hpp"
 #include "runtime/checkpoint.hpp"
 #include "runtime/grad_clip.hpp"
+#include "runtime/node_memory_budget.hpp"
 #include "runtime/parameter_store.hpp"
 
 namespace spw {
@@ -31,6 +32,10 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainSettings& settings) 
   {
     std::optional<WithoutGradients> no_gradients;
     if (settings.inference_only) no_gradients.emplace();
+    SPW_TRY(check_blocks_fit_node(
+        block_memory(settings.model, 0, settings.model.block_count() - 1, !settings.inference_only,
+                     settings.inference_only ? nullptr : &settings.optimizer),
+        "the model"));
     SPW_ASSIGN_OR_RETURN(trainer->model_, Model::build(settings.model));
   }
   SPW_TRY(trainer->model_->init_parameters(settings.seed));

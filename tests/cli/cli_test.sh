@@ -54,6 +54,17 @@ BLIS_ARCH_TYPE=fast "$spillway" train "$work/tiny.toml" --set "output.dir=$work/
 check "an unusable BLIS_ARCH_TYPE exits 1" test $? -eq 1
 check "with one line naming the variable and the choices" one_line "$work/bad-blis.txt" \
   "spillway: error: BLIS_ARCH_TYPE=fast names none of the kernels BLIS"
+# A model no node can hold: refused before anything is allocated, not killed by the kernel's
+# OOM killer after filling the node (1,000 layers of width 65,536: 51,540,494,254,080
+# parameters, 750 TiB with their gradients and AdamW state).
+timeout 60 "$spillway" train "$work/tiny.toml" --set model.d_model=65536 --set model.layers=1000 \
+  --set "output.dir=$work/huge" > "$work/huge.txt" 2>&1
+check "a model too big for the node exits 1" test $? -eq 1
+check "with one line naming what it needs, the node's budget and where that comes from" \
+  one_line "$work/huge.txt" "spillway: error: this node's memory exceeded: need 750.0 TiB for the parameters, gradients and optimizer state of the model (51540494254080 parameters), the node's budget is "
+check "which is MemAvailable's or a cgroup's, and how to fix it" grep -Eq \
+  "\((.* available at the start by (MemAvailable \+ SwapFree in /proc/meminfo|the memory cgroup .*), less .* for what the rank holds beside tensors)\): spread the model over more ranks or nodes \(parallel.stages\)" \
+  "$work/huge.txt"
 check "report.json has three losses" python3 -c "import json,sys; r=json.load(open('$work/out/report.json')); sys.exit(0 if len(r['loss'])==3 and r['memory']['peak_bytes']>0 else 1)"
 check "report.json has each step's learning rate, and no gradient norms without clipping" python3 -c "import json,sys; r=json.load(open('$work/out/report.json')); lr=r['config']['train']['lr']; sys.exit(0 if r['learning_rate']==[lr]*3 and 'grad_norm' not in r else 1)"
 check "the run prints where a step's time went" grep -Eq "^spillway: time by op, per step: [a-z_]+ [0-9]+%, .*outside ops [0-9]+%$" "$work/run.txt"

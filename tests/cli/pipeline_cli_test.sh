@@ -26,6 +26,15 @@ run2 "$work/run.txt" "$work/tiny.toml" --set "output.dir=$work/out"
 status=$?
 cat "$work/run.txt"
 check "a 2-rank pipeline exits 0" test $status -eq 0
+
+# A model the node cannot hold, on two ranks: each rank's stage alone is checked with the
+# other's, before either allocates, and rank 0 alone says so.
+run2 "$work/huge.txt" "$work/tiny.toml" --set model.d_model=65536 --set model.layers=1000 \
+  --set "output.dir=$work/huge"
+check "a model too big for the node's 2 ranks exits 1" test $? -eq 1
+check "one line says what the node's ranks need and how to fix it" test "$(grep -c \
+  "^spillway: error: this node's memory exceeded: need 750.0 TiB for the parameters, gradients and optimizer state of the stages of this node's 2 ranks (51540494254080 parameters), the node's budget is .* for what the ranks hold beside tensors): spread the model over more ranks or nodes" \
+  "$work/huge.txt")" -eq 1
 check "rank 0 alone prints progress" test "$(grep -c '^step 5/5  loss' "$work/run.txt")" -eq 1
 check "the header names the layout" grep -q "2 ranks (2 stages x 1 replica, 1f1b" "$work/run.txt"
 check "report.json has the pipeline section" python3 - "$work/out/report.json" <<'PY'

@@ -1,0 +1,123 @@
+#include "runtime/node_memory_budget.hpp"
+
+#include <cstdint>
+#include <string>
+
+#include "kernels/memory_ledger.hpp"
+#include "runtime/mpi_support.hpp"
+
+namespace spw {
+
+std::size_t node_memory_budget_bytes(std::size_t available, int local_ranks) {
+  const std::size_t reserve =
+      available / 16 + static_cast<std::size_t>(local_ranks) * (std::size_t{256} << 20);
+  return available > reserve ? available - reserve : 0;
+}
+
+BlockMemory block_memory(const ModelSpec& model, std::int64_t first, std::int64_t last,
+                         bool gradients, const OptimizerSettings* optimizer) {
+  int copies = 1 + (gradients ? 1 : 0);
+  if (optimizer != nullptr) {
+    copies += optimizer->kind == "adamw" ? 2 : optimizer->momentum != 0 ? 1 : 0;
+  }
+  BlockMemory out;
+  out.parameters = static_cast<std::size_t>(model.parameter_count(first, last));
+  out.bytes = out.parameters * sizeof(float) * static_cast<std::size_t>(copies);
+  out.holds = optimizer != nullptr ? "parameters, gradients and optimizer state"
+              : gradients          ? "parameters and gradients"
+                                   : "parameters";
+  return out;
+}
+
+Status check_blocks_fit_node(const BlockMemory& blocks, const std::string& whose) {
+  return MemoryLedger::process().check_node_headroom(
+      blocks.bytes, format_bytes(blocks.bytes) + " for the " + blocks.holds + " of " + whose +
+                        " (" + std::to_string(blocks.parameters) + " parameters)");
+}
+
+Status check_ranks_fit_node(MPI_Comm comm, const BlockMemory& mine) {
+  MPI_Comm node = MPI_COMM_NULL;
+  SPW_TRY(mpi_check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+                    "grouping the ranks by node"));
+  unsigned long long sums[2] = {mine.bytes, mine.parameters};
+  const int rc = MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_UNSIGNED_LONG_LONG, MPI_SUM, node);
+  int ranks = 1;
+  MPI_Comm_size(node, &ranks);
+  MPI_Comm_free(&node);
+  SPW_TRY(mpi_check(rc, "summing the node's parameter memory"));
+  BlockMemory together = mine;
+  together.bytes = static_cast<std::size_t>(sums[0]);
+  together.parameters = static_cast<std::size_t>(sums[1]);
+  // Parameters are not all trained on every rank (PipeFB's forward copies), so the words
+  // say what the largest holder keeps.
+  return check_blocks_fit_node(
+      together, ranks == 1 ? std::string("this rank's stages")
+                           : "the stages of this node's " + std::to_string(ranks) + " ranks");
+}
+
+Result<std::unique_ptr<NodeMemoryBudgetScope>> NodeMemoryBudgetScope::install(
+    MPI_Comm comm, const MemoryFactFiles& files) {
+  auto scope = std::unique_ptr<NodeMemoryBudgetScope>(new NodeMemoryBudgetScope());
+  // Every rank must take the same branches below, so the one local fact (a budget set
+  // already) is agreed on first.
+  int has_budget = MemoryLedger::process().has_node_budget() ? 1 : 0;
+  SPW_TRY(mpi_check(MPI_Allreduce(MPI_IN_PLACE, &has_budget, 1, MPI_INT, MPI_MAX, comm),
+                    "agreeing on a node memory budget"));
+  if (has_budget != 0) return scope;
+
+  SPW_TRY(
+      mpi_check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &scope->node_),
+                "grouping the ranks by node"));
+  MPI_Comm_set_errhandler(scope->node_, MPI_ERRORS_RETURN);
+  int local_rank = 0;
+  int local_ranks = 1;
+  MPI_Comm_rank(scope->node_, &local_rank);
+  MPI_Comm_size(scope->node_, &local_ranks);
+
+  // The node's first rank reads the figure once, before any rank of the job allocates.
+  std::string source;
+  std::uint64_t bytes = 0;
+  if (local_rank == 0) {
+    if (const auto available = available_memory(files)) {
+      bytes = node_memory_budget_bytes(available->bytes, local_ranks);
+      source = format_bytes(available->bytes) + " available at the start by " + available->source +
+               ", less " + format_bytes(available->bytes - bytes) + " for what " +
+               (local_ranks == 1 ? "the rank holds" : "the ranks hold") + " beside tensors";
+    }
+  }
+  SPW_TRY(mpi_check(MPI_Bcast(&bytes, 1, MPI_UINT64_T, 0, scope->node_),
+                    "sharing the node's available memory"));
+  if (bytes == 0) return scope;
+  SPW_TRY(broadcast_string(scope->node_, source, "sharing where the node's memory figure is from"));
+
+  // The counter lives on the node's first rank; the others reach it through shared memory.
+  std::uint64_t* counter = nullptr;
+  SPW_TRY(mpi_check(
+      MPI_Win_allocate_shared(local_rank == 0 ? sizeof(std::uint64_t) : 0, sizeof(std::uint64_t),
+                              MPI_INFO_NULL, scope->node_, &counter, &scope->window_),
+      "allocating the node's shared memory counter"));
+  MPI_Aint size = 0;
+  int unit = 0;
+  SPW_TRY(mpi_check(MPI_Win_shared_query(scope->window_, 0, &size, &unit, &counter),
+                    "finding the node's shared memory counter"));
+  if (local_rank == 0) *counter = 0;
+  SPW_TRY(mpi_check(MPI_Barrier(scope->node_), "starting the node's memory counter"));
+
+  NodeMemoryBudget budget;
+  budget.bytes = static_cast<std::size_t>(bytes);
+  budget.source = source;
+  budget.ranks = local_ranks;
+  budget.shared_in_use = counter;
+  SPW_TRY(MemoryLedger::process().set_node_budget(std::move(budget)));
+  return scope;
+}
+
+NodeMemoryBudgetScope::~NodeMemoryBudgetScope() {
+  if (window_ != MPI_WIN_NULL) {
+    (void)MemoryLedger::process().set_node_budget(std::nullopt);
+    MPI_Win_free(&window_);
+  }
+  if (node_ != MPI_COMM_NULL) MPI_Comm_free(&node_);
+}
+
+}  // namespace spw

@@ -1,0 +1,65 @@
+// The node's memory budget for a whole job: the ranks that share a node share one counter of
+// the bytes their ledgers hold (MPI shared memory), against what the node had available
+// when the job started (runtime/available_memory.hpp). A model that cannot fit then fails
+// with a message naming the node's figure, where without it the kernel's OOM killer (or
+// the batch system's cgroup) would end a rank without a word.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+
+#include "kernels/status.hpp"
+#include "runtime/available_memory.hpp"
+#include "runtime/model.hpp"
+#include "runtime/optimizer.hpp"
+
+namespace spw {
+
+// Kept out of the budget: a sixteenth of the node's available memory, and 256 MiB a rank
+// (one gpt-s rank held 54 MiB of tensors and 85 MiB resident, 2026-11-30).
+std::size_t node_memory_budget_bytes(std::size_t available, int local_ranks);
+
+// What blocks [first, last] of `model` hold for certain once built: their parameters, their
+// gradients (when `gradients`) and `optimizer`'s state (null: none).
+struct BlockMemory {
+  std::size_t parameters = 0;  // elements
+  std::size_t bytes = 0;
+  std::string holds;  // "parameters, gradients and optimizer state"
+};
+BlockMemory block_memory(const ModelSpec& model, std::int64_t first, std::int64_t last,
+                         bool gradients, const OptimizerSettings* optimizer);
+
+// Checks made before the blocks are built, so that a model too big for the node fails at
+// once rather than after it has filled the node's memory (MemoryLedger::check_node_headroom;
+// success without a budget). The first for one process; the second collective over `comm`,
+// summing `mine` over the ranks that share each node, every rank given the same answer.
+Status check_blocks_fit_node(const BlockMemory& blocks, const std::string& whose);
+Status check_ranks_fit_node(MPI_Comm comm, const BlockMemory& mine);
+
+class NodeMemoryBudgetScope {
+ public:
+  // Collective over `comm`. The node's first rank reads available_memory(files) and every
+  // rank of that node gives its process's ledger (MemoryLedger::process()) the budget: that
+  // figure less what the ledger does not see (kNodeMemoryReserve), since the processes also
+  // hold code, MPI's and BLIS's buffers, and the kernel ends them before the last byte.
+  // Returns a scope without a budget where the figure cannot be read or the ledger has one
+  // already (another scope's). communication on an MPI failure (no budget set then).
+  static Result<std::unique_ptr<NodeMemoryBudgetScope>> install(MPI_Comm comm,
+                                                                const MemoryFactFiles& files = {});
+
+  // Collective over the node's ranks when a budget was set: takes it out of the ledger and
+  // frees the shared counter.
+  ~NodeMemoryBudgetScope();
+  NodeMemoryBudgetScope(const NodeMemoryBudgetScope&) = delete;
+  NodeMemoryBudgetScope& operator=(const NodeMemoryBudgetScope&) = delete;
+
+  bool active() const { return window_ != MPI_WIN_NULL; }
+
+ private:
+  NodeMemoryBudgetScope() = default;
+  MPI_Comm node_ = MPI_COMM_NULL;
+  MPI_Win window_ = MPI_WIN_NULL;
+};
+
+}  // namespace spw
