@@ -97,6 +97,19 @@ Status MemoryLedger::check_node_headroom(std::size_t bytes, const std::string& w
   return node_budget_exceeded_locked(what, held);
 }
 
+std::optional<std::size_t> MemoryLedger::node_headroom() const {
+  std::lock_guard lock(mutex_);
+  if (!node_budget_) return std::nullopt;
+  const std::uint64_t held = std::atomic_ref<std::uint64_t>(*node_budget_->shared_in_use).load();
+  return held < node_budget_->bytes ? node_budget_->bytes - static_cast<std::size_t>(held) : 0;
+}
+
+std::string MemoryLedger::node_budget_text() const {
+  std::lock_guard lock(mutex_);
+  if (!node_budget_) return "";
+  return format_bytes(node_budget_->bytes) + ", " + node_budget_->source;
+}
+
 Status MemoryLedger::set_node_budget(std::optional<NodeMemoryBudget> budget) {
   std::lock_guard lock(mutex_);
   if (budget && (budget->shared_in_use == nullptr ||

@@ -89,6 +89,10 @@ class MemoryLedger {
   // allocations would fail only after touching all the memory the node has.
   // out_of_memory naming `what` when they would not; success without a budget.
   Status check_node_headroom(std::size_t bytes, const std::string& what) const;
+  // What the node's ranks may still reserve together, and the budget's description
+  // ("21.1 GiB, SOURCE"); nullopt and "" without a budget.
+  std::optional<std::size_t> node_headroom() const;
+  std::string node_budget_text() const;
 
   LedgerSnapshot snapshot() const;
   std::size_t current_total() const;

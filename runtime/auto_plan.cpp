@@ -10,6 +10,7 @@
 #include "runtime/head_choice.hpp"
 #include "runtime/json_file.hpp"
 #include "runtime/mpi_support.hpp"
+#include "runtime/node_memory_budget.hpp"
 #include "runtime/plan_record.hpp"
 #include "runtime/profile_on_ranks.hpp"
 #include "runtime/rank_links.hpp"
@@ -220,6 +221,12 @@ Result<AutoPlan> measure_and_plan(const TrainSettings& settings, MPI_Comm comm,
                                   const nlohmann::json& planned_for) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
+  {
+    const std::int64_t last = settings.model.block_count() - 1;
+    const bool trains = !settings.inference_only;
+    SPW_TRY(check_job_holds_model(comm, block_memory(settings.model, 0, last, trains,
+                                                     trains ? &settings.optimizer : nullptr)));
+  }
   // Links are measured with one activation's worth of bytes (what pipeline stages exchange),
   // or the probe's minimum if that is more.
   MicrobatchData mb;

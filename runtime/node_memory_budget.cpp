@@ -55,6 +55,33 @@ Status check_ranks_fit_node(MPI_Comm comm, const BlockMemory& mine) {
                            : "the stages of this node's " + std::to_string(ranks) + " ranks");
 }
 
+Status check_job_holds_model(MPI_Comm comm, const BlockMemory& model) {
+  MPI_Comm node = MPI_COMM_NULL;
+  SPW_TRY(mpi_check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+                    "grouping the ranks by node"));
+  int local_rank = 0;
+  MPI_Comm_rank(node, &local_rank);
+  MPI_Comm_free(&node);
+  const std::optional<std::size_t> headroom = MemoryLedger::process().node_headroom();
+  // Each node counted once, by its first rank; a rank without a budget vetoes the check.
+  unsigned long long sums[2] = {local_rank == 0 ? headroom.value_or(0) : 0,
+                                local_rank == 0 ? 1ull : 0ull};
+  int budgeted = headroom ? 1 : 0;
+  SPW_TRY(mpi_check(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_UNSIGNED_LONG_LONG, MPI_SUM, comm),
+                    "summing the nodes' memory budgets"));
+  SPW_TRY(mpi_check(MPI_Allreduce(MPI_IN_PLACE, &budgeted, 1, MPI_INT, MPI_MIN, comm),
+                    "agreeing on the nodes' memory budgets"));
+  if (budgeted == 0 || model.bytes <= sums[0]) return Status::success();
+  const std::string nodes =
+      sums[1] == 1 ? "the job's node has" : "the job's " + std::to_string(sums[1]) + " nodes have";
+  return error(StatusCode::out_of_memory,
+               "the model needs " + format_bytes(model.bytes) + " for its " + model.holds + " (" +
+                   std::to_string(model.parameters) + " parameters), more than the " +
+                   format_bytes(static_cast<std::size_t>(sums[0])) + " " + nodes +
+                   " for them (this node's budget: " + MemoryLedger::process().node_budget_text() +
+                   "): run it on more nodes, or make it smaller");
+}
+
 Result<std::unique_ptr<NodeMemoryBudgetScope>> NodeMemoryBudgetScope::install(
     MPI_Comm comm, const MemoryFactFiles& files) {
   auto scope = std::unique_ptr<NodeMemoryBudgetScope>(new NodeMemoryBudgetScope());

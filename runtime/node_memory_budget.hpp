@@ -37,6 +37,12 @@ BlockMemory block_memory(const ModelSpec& model, std::int64_t first, std::int64_
 Status check_blocks_fit_node(const BlockMemory& blocks, const std::string& whose);
 Status check_ranks_fit_node(MPI_Comm comm, const BlockMemory& mine);
 
+// Collective over `comm`, before a planner profiles a model: whether the job's nodes can
+// hold one copy of `model` (the whole model's BlockMemory) in what their budgets leave, so
+// that a model no layout can fit fails before its blocks are profiled. out_of_memory on
+// every rank when not; success when some node has no budget.
+Status check_job_holds_model(MPI_Comm comm, const BlockMemory& model);
+
 class NodeMemoryBudgetScope {
  public:
   // Collective over `comm`. The node's first rank reads available_memory(files) and every

@@ -35,6 +35,14 @@ check "a model too big for the node's 2 ranks exits 1" test $? -eq 1
 check "one line says what the node's ranks need and how to fix it" test "$(grep -c \
   "^spillway: error: this node's memory exceeded: need 750.0 TiB for the parameters, gradients and optimizer state of the stages of this node's 2 ranks (51540494254080 parameters), the node's budget is .* for what the ranks hold beside tensors): spread the model over more ranks or nodes" \
   "$work/huge.txt")" -eq 1
+# Planned stages: refused before the ranks profile the model's 1,000 blocks.
+run2 "$work/huge-auto.txt" "$work/tiny.toml" --set model.d_model=65536 --set model.layers=1000 \
+  --set 'parallel.stages="auto"' --set "output.dir=$work/huge-auto"
+check "a model too big for the job's nodes exits 1 before planning" test $? -eq 1
+check "one line says what one copy of it needs against the node's budget" test "$(grep -c \
+  "^spillway: error: the model needs 750.0 TiB for its parameters, gradients and optimizer state (51540494254080 parameters), more than the .* the job's node has for them (this node's budget: .*): run it on more nodes, or make it smaller$" \
+  "$work/huge-auto.txt")" -eq 1
+check "and writes no profile or plan" test ! -e "$work/huge-auto/profile.json" -a ! -e "$work/huge-auto/plan.json"
 check "rank 0 alone prints progress" test "$(grep -c '^step 5/5  loss' "$work/run.txt")" -eq 1
 check "the header names the layout" grep -q "2 ranks (2 stages x 1 replica, 1f1b" "$work/run.txt"
 check "report.json has the pipeline section" python3 - "$work/out/report.json" <<'PY'

@@ -88,7 +88,30 @@ TEST(NodeMemoryBudget, TheNodesRanksShareOneBudget) {
         << together.message();
     EXPECT_TRUE(check_ranks_fit_node(MPI_COMM_WORLD, mine).ok());
     MPI_Barrier(MPI_COMM_WORLD);
+
+    // Before planning: one copy of the model must fit what the job's one node has left.
+    const std::size_t left = *ledger.node_headroom();
+    EXPECT_EQ(left, budget - static_cast<std::size_t>(size) * held_before);
+    BlockMemory model = mine;
+    model.bytes = left;
+    EXPECT_TRUE(check_job_holds_model(MPI_COMM_WORLD, model).ok());
+    model.bytes = left + 1;
+    const Status too_big = check_job_holds_model(MPI_COMM_WORLD, model);
+    EXPECT_EQ(too_big.code(), StatusCode::out_of_memory);
+    EXPECT_EQ(too_big.message(),
+              "the model needs " + format_bytes(left + 1) + " for its parameters (1000 " +
+                  "parameters), more than the " + format_bytes(left) +
+                  " the job's node has for them (this node's budget: " + format_bytes(budget) +
+                  ", " + format_bytes(kAvailable) + " available at the start by MemAvailable + " +
+                  "SwapFree in " + files.meminfo + ", less " + format_bytes(kAvailable - budget) +
+                  " for what the ranks hold beside tensors): run it on more nodes, or make it "
+                  "smaller");
+    MPI_Barrier(MPI_COMM_WORLD);
   }
+  // Without a budget on some rank nothing is known, and nothing refused.
+  BlockMemory huge;
+  huge.bytes = std::size_t{1} << 60;
+  EXPECT_TRUE(check_job_holds_model(MPI_COMM_WORLD, huge).ok());
   EXPECT_FALSE(ledger.has_node_budget()) << "the scope takes its budget back out";
   if (rank == 0) std::filesystem::remove_all(std::filesystem::path(files.meminfo).parent_path());
 }
