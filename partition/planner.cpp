@@ -442,15 +442,18 @@ Result<Plan> Search::run() {
                    "; parameters, gradients and optimizer state " + bytes_text(resident) + ")");
   }
   return error(StatusCode::memory_cap,
-               "planner: no plan keeps every rank within the memory cap of " + bytes_text(cap()) +
-                   ": " + found +
+               std::string("planner: no plan keeps every rank within ") +
+                   (q_.memory_cap_is_node_share ? "its share of its node's memory, "
+                                                : "the memory cap of ") +
+                   bytes_text(cap()) + ": " + found +
                    "; use more ranks, smaller microbatches (a larger max_microbatches or global "
-                   "batch), a larger cap" +
+                   "batch), " +
+                   std::string(q_.memory_cap_is_node_share ? "more nodes" : "a larger cap") +
                    (q_.offload.choose ? " (offloading stashes was tried)"
-                    : fixed_offload()  ? " (with the job's offload policy, " +
-                                            offload_text(q_.offload.fixed) +
-                                            "; offload.tier = \"auto\" lets the planner choose)"
-                                      : ", or offload activation stashes"));
+                    : fixed_offload()
+                        ? " (with the job's offload policy, " + offload_text(q_.offload.fixed) +
+                              "; offload.tier = \"auto\" lets the planner choose)"
+                        : ", or offload activation stashes"));
 }
 
 }  // namespace planner_detail

@@ -74,6 +74,9 @@ struct PlanRequest {
   RankTopology topology;
   std::int64_t global_batch = 1;                  // samples per iteration over all replicas
   std::optional<std::int64_t> memory_cap_bytes;  // per rank; none: unlimited
+  // The cap is no one's setting but each rank's share of its node's memory (the runtime's
+  // node budget over the node's ranks): messages say so and suggest nodes, not a cap.
+  bool memory_cap_is_node_share = false;
   // Classic schedules; "pipefb" may be listed too (it is added anyway under automatic).
   std::vector<std::string> schedules = {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1"};
   LayoutChoice layout = LayoutChoice::automatic;

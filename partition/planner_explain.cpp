@@ -102,8 +102,11 @@ Plan Search::finish(const Candidate& c, const Evaluated& e, bool exact, const ch
       (s.split ? std::string(at < s.P ? " (forward" : " (backward") + " rank of stage " +
                      std::to_string(at % s.P) + ")"
                : "") +
-      (q_.memory_cap_bytes ? " of a " + bytes_text(*q_.memory_cap_bytes) + " cap" : "") + "\n" +
-      offload + std::to_string(plan.candidates) + " candidates, " +
+      (!q_.memory_cap_bytes ? std::string()
+       : q_.memory_cap_is_node_share
+           ? " of " + bytes_text(*q_.memory_cap_bytes) + ", each rank's share of its node's memory"
+           : " of a " + bytes_text(*q_.memory_cap_bytes) + " cap") +
+      "\n" + offload + std::to_string(plan.candidates) + " candidates, " +
       std::to_string(plan.simulations) + " simulations; " + why;
   if (!q_.memory_cap_bytes) {
     const std::string warning = node_memory_warning(plan, plan.peak_memory_bytes, topo_);

@@ -227,6 +227,17 @@ Result<AutoPlan> measure_and_plan(const TrainSettings& settings, MPI_Comm comm,
     SPW_TRY(check_job_holds_model(comm, block_memory(settings.model, 0, last, trains,
                                                      trains ? &settings.optimizer : nullptr)));
   }
+  // Without memory.cap the planner plans within each rank's share of its node's memory, so
+  // that it picks a layout the node can hold (a pipeline, not replicas of a model that fits
+  // the node once). A layout the job gives is predicted as it is.
+  TrainSettings planning = settings;
+  if (!settings.memory_cap && requested == nullptr) {
+    SPW_ASSIGN_OR_RETURN(const std::optional<std::size_t> share, node_memory_share(comm));
+    if (share && *share > 0) {
+      planning.memory_cap = *share;
+      planning.memory_cap_is_node_share = true;
+    }
+  }
   // Links are measured with one activation's worth of bytes (what pipeline stages exchange),
   // or the probe's minimum if that is more.
   MicrobatchData mb;
@@ -263,7 +274,7 @@ Result<AutoPlan> measure_and_plan(const TrainSettings& settings, MPI_Comm comm,
   Status planned = Status::success();
   if (rank == 0) {
     auto record =
-        plan_on_rank_zero(settings, profile, chunked_head ? &*chunked_head : nullptr, topology,
+        plan_on_rank_zero(planning, profile, chunked_head ? &*chunked_head : nullptr, topology,
                           output_dir, requested, offload, file_rate, planned_for);
     planned = record.status();
     if (record.ok()) text = record->dump();
@@ -345,6 +356,7 @@ sched::PlanRequest plan_request(const TrainSettings& settings, sched::ModelProfi
   request.global_batch = settings.batch;
   if (settings.memory_cap) {
     request.memory_cap_bytes = static_cast<std::int64_t>(*settings.memory_cap);
+    request.memory_cap_is_node_share = settings.memory_cap_is_node_share;
   }
   request.layout = layout_choice(settings.layout);
   // The chunked head's forward adds to its weight gradient, which PipeFB keeps elsewhere.

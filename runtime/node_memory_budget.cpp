@@ -82,6 +82,26 @@ Status check_job_holds_model(MPI_Comm comm, const BlockMemory& model) {
                    "): run it on more nodes, or make it smaller");
 }
 
+Result<std::optional<std::size_t>> node_memory_share(MPI_Comm comm) {
+  MPI_Comm node = MPI_COMM_NULL;
+  SPW_TRY(mpi_check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+                    "grouping the ranks by node"));
+  int local_ranks = 1;
+  MPI_Comm_size(node, &local_ranks);
+  MPI_Comm_free(&node);
+  const std::optional<std::size_t> headroom = MemoryLedger::process().node_headroom();
+  // No budget on a rank: the largest share, so the minimum says "unknown" only if all agree
+  // to; a flag carries that instead.
+  unsigned long long share = headroom ? *headroom / static_cast<std::size_t>(local_ranks) : ~0ull;
+  int budgeted = headroom ? 1 : 0;
+  SPW_TRY(mpi_check(MPI_Allreduce(MPI_IN_PLACE, &share, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, comm),
+                    "agreeing on each rank's share of its node's memory"));
+  SPW_TRY(mpi_check(MPI_Allreduce(MPI_IN_PLACE, &budgeted, 1, MPI_INT, MPI_MIN, comm),
+                    "agreeing on the nodes' memory budgets"));
+  if (budgeted == 0) return std::optional<std::size_t>();
+  return std::optional<std::size_t>(static_cast<std::size_t>(share));
+}
+
 Result<std::unique_ptr<NodeMemoryBudgetScope>> NodeMemoryBudgetScope::install(
     MPI_Comm comm, const MemoryFactFiles& files) {
   auto scope = std::unique_ptr<NodeMemoryBudgetScope>(new NodeMemoryBudgetScope());

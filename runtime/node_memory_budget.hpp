@@ -43,6 +43,11 @@ Status check_ranks_fit_node(MPI_Comm comm, const BlockMemory& mine);
 // every rank when not; success when some node has no budget.
 Status check_job_holds_model(MPI_Comm comm, const BlockMemory& model);
 
+// Collective over `comm`: what each rank may plan to hold where the job sets no memory.cap,
+// the smallest over the job's nodes of what a node's budget leaves over its ranks; nullopt
+// when some rank has no budget.
+Result<std::optional<std::size_t>> node_memory_share(MPI_Comm comm);
+
 class NodeMemoryBudgetScope {
  public:
   // Collective over `comm`. The node's first rank reads available_memory(files) and every

@@ -225,7 +225,9 @@ Status measure_scratch_growth(const TrainSettings& settings, BatchSource& data,
     BlockTimes unused;
     const Status measured = measure_block(settings, mb, static_cast<std::int64_t>(b), 0, 1,
                                           process_start, twice, unused);
-    if (measured.code() == StatusCode::memory_cap) return Status::success();
+    if (measured.code() == StatusCode::memory_cap || measured.code() == StatusCode::out_of_memory) {
+      return Status::success();  // the growth stays unmeasured, as with no room to measure it
+    }
     SPW_TRY(measured);
     growth[b] = std::max<std::int64_t>(0, twice.scratch_bytes - once.scratch_bytes);
     growth_of_kind.emplace(kind, growth[b]);

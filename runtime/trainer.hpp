@@ -30,6 +30,9 @@ struct TrainSettings {
   std::string init_from;    // HDF5 checkpoint whose parameters start the run
   std::string resume_from;  // HDF5 checkpoint to continue exactly (parameters, optimizer, step)
   std::optional<std::size_t> memory_cap;
+  // Planning only: memory_cap is not the job's memory.cap but each rank's share of its
+  // node's memory budget, which the planner plans within where the job sets no cap.
+  bool memory_cap_is_node_share = false;
   // What the planner may choose when it plans (parallel.stages = "auto"): the layout kind
   // (parallel.layout) and, with offload.tier = "auto", the offload; a fixed tier (file or
   // peer, with keep and lookahead) prices every plan, and the file tier's directory is where

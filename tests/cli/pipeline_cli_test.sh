@@ -111,6 +111,9 @@ status=$?
 cat "$work/auto.txt"
 check "an automatic plan runs" test $status -eq 0
 check "the plan is printed" grep -q "^spillway: automatic plan" "$work/auto.txt"
+check "without memory.cap, planned within each rank's share of its node's memory" grep -Eq \
+  "^peak .* on pipeline rank [0-9]+ of [0-9.e+-]+ GiB \([0-9]+ bytes\), each rank's share of its node's memory$" \
+  "$work/auto.txt"
 check "the profile is kept" python3 -c "import json,sys; p=json.load(open('$work/auto/profile.json')); sys.exit(0 if len(p['blocks'])==4 else 1)"
 check "the link matrix is cached" bash -c "ls $work/auto/topology-2-*.json"
 check "the planned run reports its layout" python3 - "$work/auto/report.json" <<'PY'

@@ -89,8 +89,12 @@ TEST(NodeMemoryBudget, TheNodesRanksShareOneBudget) {
     EXPECT_TRUE(check_ranks_fit_node(MPI_COMM_WORLD, mine).ok());
     MPI_Barrier(MPI_COMM_WORLD);
 
-    // Before planning: one copy of the model must fit what the job's one node has left.
+    // Before planning: one copy of the model must fit what the job's one node has left, and
+    // each rank may plan to hold its share of that.
     const std::size_t left = *ledger.node_headroom();
+    const auto planning_share = node_memory_share(MPI_COMM_WORLD);
+    ASSERT_TRUE(planning_share.ok()) << planning_share.status().message();
+    EXPECT_EQ(*planning_share, std::optional<std::size_t>(left / static_cast<std::size_t>(size)));
     EXPECT_EQ(left, budget - static_cast<std::size_t>(size) * held_before);
     BlockMemory model = mine;
     model.bytes = left;
@@ -112,6 +116,9 @@ TEST(NodeMemoryBudget, TheNodesRanksShareOneBudget) {
   BlockMemory huge;
   huge.bytes = std::size_t{1} << 60;
   EXPECT_TRUE(check_job_holds_model(MPI_COMM_WORLD, huge).ok());
+  const auto no_share = node_memory_share(MPI_COMM_WORLD);
+  ASSERT_TRUE(no_share.ok()) << no_share.status().message();
+  EXPECT_FALSE(no_share->has_value());
   EXPECT_FALSE(ledger.has_node_budget()) << "the scope takes its budget back out";
   if (rank == 0) std::filesystem::remove_all(std::filesystem::path(files.meminfo).parent_path());
 }

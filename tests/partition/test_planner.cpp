@@ -273,6 +273,39 @@ TEST(Planner, AMemoryCapForcesMoreStages) {
   EXPECT_GT(capped->iteration_s, free->iteration_s);
 }
 
+// Where the job sets no cap, the runtime passes each rank's share of its node's memory: the
+// same search, but the words name the node, not a cap the user never set.
+TEST(Planner, ANodeShareIsPlannedWithinAndNamedAsSuch) {
+  PlanRequest q;
+  q.profile = uniform_profile(8, 1 << 24);
+  q.topology = *synthetic_topology(1, 4, {1e10, 1e-6}, {1e10, 1e-6});
+  q.global_batch = 8;
+  q.memory_cap_bytes = std::int64_t{300} << 20;
+  q.memory_cap_is_node_share = true;
+  const auto plan = make_plan(q);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  for (std::int64_t peak : plan->peak_memory_bytes) EXPECT_LE(peak, *q.memory_cap_bytes);
+  EXPECT_NE(plan->explanation.find(" of 0.293 GiB (314572800 bytes), each rank's share of its "
+                                   "node's memory\n"),
+            std::string::npos)
+      << plan->explanation;
+  EXPECT_EQ(plan->explanation.find(" cap"), std::string::npos) << plan->explanation;
+
+  q.memory_cap_bytes = std::int64_t{100} << 20;
+  const auto none = make_plan(q);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), StatusCode::memory_cap);
+  const std::string& text = none.status().message();
+  EXPECT_EQ(text.rfind("planner: no plan keeps every rank within its share of its node's memory, "
+                       "0.0977 GiB (104857600 bytes): the smallest peak found is ",
+                       0),
+            0u)
+      << text;
+  EXPECT_NE(text.find("a larger max_microbatches or global batch), more nodes, or offload"),
+            std::string::npos)
+      << text;
+}
+
 TEST(Planner, AnImpossibleCapSaysTheSmallestPeakAndWhatToChange) {
   PlanRequest q;
   q.profile = uniform_profile(8, 1 << 24);
