@@ -56,12 +56,8 @@ Status check_ranks_fit_node(MPI_Comm comm, const BlockMemory& mine) {
 }
 
 Status check_job_holds_model(MPI_Comm comm, const BlockMemory& model) {
-  MPI_Comm node = MPI_COMM_NULL;
-  SPW_TRY(mpi_check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
-                    "grouping the ranks by node"));
-  int local_rank = 0;
-  MPI_Comm_rank(node, &local_rank);
-  MPI_Comm_free(&node);
+  SPW_ASSIGN_OR_RETURN(const NodeShare node, node_share(comm));
+  const int local_rank = node.local_rank;
   const std::optional<std::size_t> headroom = MemoryLedger::process().node_headroom();
   // Each node counted once, by its first rank; a rank without a budget vetoes the check.
   unsigned long long sums[2] = {local_rank == 0 ? headroom.value_or(0) : 0,
@@ -83,15 +79,10 @@ Status check_job_holds_model(MPI_Comm comm, const BlockMemory& model) {
 }
 
 Result<std::optional<std::size_t>> node_memory_share(MPI_Comm comm) {
-  MPI_Comm node = MPI_COMM_NULL;
-  SPW_TRY(mpi_check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
-                    "grouping the ranks by node"));
-  int local_ranks = 1;
-  MPI_Comm_size(node, &local_ranks);
-  MPI_Comm_free(&node);
+  SPW_ASSIGN_OR_RETURN(const NodeShare node, node_share(comm));
+  const int local_ranks = node.local_ranks;
   const std::optional<std::size_t> headroom = MemoryLedger::process().node_headroom();
-  // No budget on a rank: the largest share, so the minimum says "unknown" only if all agree
-  // to; a flag carries that instead.
+  // A rank without a budget offers no limit to the minimum; the flag says it has none.
   unsigned long long share = headroom ? *headroom / static_cast<std::size_t>(local_ranks) : ~0ull;
   int budgeted = headroom ? 1 : 0;
   SPW_TRY(mpi_check(MPI_Allreduce(MPI_IN_PLACE, &share, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, comm),
