@@ -55,42 +55,53 @@ Status check_ranks_fit_node(MPI_Comm comm, const BlockMemory& mine) {
                            : "the stages of this node's " + std::to_string(ranks) + " ranks");
 }
 
-Status check_job_holds_model(MPI_Comm comm, const BlockMemory& model) {
+namespace {
+
+// What the job's nodes' budgets leave, gathered in one place for the two checks below.
+struct JobBudgets {
+  bool known = false;               // every rank has a budget
+  unsigned long long headroom = 0;  // summed over the nodes, each counted by its first rank
+  unsigned long long nodes = 0;
+  unsigned long long least_share = 0;  // the smallest headroom / ranks over the nodes
+};
+
+Result<JobBudgets> job_budgets(MPI_Comm comm) {
   SPW_ASSIGN_OR_RETURN(const NodeShare node, node_share(comm));
-  const int local_rank = node.local_rank;
   const std::optional<std::size_t> headroom = MemoryLedger::process().node_headroom();
-  // Each node counted once, by its first rank; a rank without a budget vetoes the check.
-  unsigned long long sums[2] = {local_rank == 0 ? headroom.value_or(0) : 0,
-                                local_rank == 0 ? 1ull : 0ull};
-  int budgeted = headroom ? 1 : 0;
+  const bool first = node.local_rank == 0;
+  unsigned long long sums[2] = {first ? headroom.value_or(0) : 0, first ? 1ull : 0ull};
+  // A rank without a budget offers no limit to the minimum, and its 0 in the second entry
+  // says it has none.
+  unsigned long long least[2] = {
+      headroom ? *headroom / static_cast<std::size_t>(node.local_ranks) : ~0ull,
+      headroom ? 1ull : 0ull};
   SPW_TRY(mpi_check(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_UNSIGNED_LONG_LONG, MPI_SUM, comm),
                     "summing the nodes' memory budgets"));
-  SPW_TRY(mpi_check(MPI_Allreduce(MPI_IN_PLACE, &budgeted, 1, MPI_INT, MPI_MIN, comm),
-                    "agreeing on the nodes' memory budgets"));
-  if (budgeted == 0 || model.bytes <= sums[0]) return Status::success();
-  const std::string nodes =
-      sums[1] == 1 ? "the job's node has" : "the job's " + std::to_string(sums[1]) + " nodes have";
+  SPW_TRY(mpi_check(MPI_Allreduce(MPI_IN_PLACE, least, 2, MPI_UNSIGNED_LONG_LONG, MPI_MIN, comm),
+                    "agreeing on each rank's share of its node's memory"));
+  return JobBudgets{least[1] == 1, sums[0], sums[1], least[0]};
+}
+
+}  // namespace
+
+Status check_job_holds_model(MPI_Comm comm, const BlockMemory& model) {
+  SPW_ASSIGN_OR_RETURN(const JobBudgets budgets, job_budgets(comm));
+  if (!budgets.known || model.bytes <= budgets.headroom) return Status::success();
+  const std::string nodes = budgets.nodes == 1
+                                ? "the job's node has"
+                                : "the job's " + std::to_string(budgets.nodes) + " nodes have";
   return error(StatusCode::out_of_memory,
                "the model needs " + format_bytes(model.bytes) + " for its " + model.holds + " (" +
                    std::to_string(model.parameters) + " parameters), more than the " +
-                   format_bytes(static_cast<std::size_t>(sums[0])) + " " + nodes +
+                   format_bytes(static_cast<std::size_t>(budgets.headroom)) + " " + nodes +
                    " for them (this node's budget: " + MemoryLedger::process().node_budget_text() +
                    "): run it on more nodes, or make it smaller");
 }
 
 Result<std::optional<std::size_t>> node_memory_share(MPI_Comm comm) {
-  SPW_ASSIGN_OR_RETURN(const NodeShare node, node_share(comm));
-  const int local_ranks = node.local_ranks;
-  const std::optional<std::size_t> headroom = MemoryLedger::process().node_headroom();
-  // A rank without a budget offers no limit to the minimum; the flag says it has none.
-  unsigned long long share = headroom ? *headroom / static_cast<std::size_t>(local_ranks) : ~0ull;
-  int budgeted = headroom ? 1 : 0;
-  SPW_TRY(mpi_check(MPI_Allreduce(MPI_IN_PLACE, &share, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, comm),
-                    "agreeing on each rank's share of its node's memory"));
-  SPW_TRY(mpi_check(MPI_Allreduce(MPI_IN_PLACE, &budgeted, 1, MPI_INT, MPI_MIN, comm),
-                    "agreeing on the nodes' memory budgets"));
-  if (budgeted == 0) return std::optional<std::size_t>();
-  return std::optional<std::size_t>(static_cast<std::size_t>(share));
+  SPW_ASSIGN_OR_RETURN(const JobBudgets budgets, job_budgets(comm));
+  if (!budgets.known) return std::optional<std::size_t>();
+  return std::optional<std::size_t>(static_cast<std::size_t>(budgets.least_share));
 }
 
 Result<std::unique_ptr<NodeMemoryBudgetScope>> NodeMemoryBudgetScope::install(
