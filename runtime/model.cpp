@@ -122,6 +122,21 @@ std::string ModelSpec::describe() const {
   return text;
 }
 
+std::string ModelSpec::block_kind(std::int64_t block) const {
+  if (kind == "gpt") {
+    const GptBlock what = gpt_block_at(*this, block);
+    if (what.kind == GptBlock::Kind::front) return "front:" + std::to_string(what.front_heads);
+    if (what.kind == GptBlock::Kind::back) return "back:" + std::to_string(what.front_heads);
+    if (what.kind == GptBlock::Kind::embedding) return "embedding";
+    return what.kind == GptBlock::Kind::head ? "head" : "layer";
+  }
+  const auto at = static_cast<std::size_t>(block);
+  std::string text = "dense " + std::to_string(dims[at]) + "-" + std::to_string(dims[at + 1]);
+  if (block == 0) text += " input";
+  if (block + 1 == block_count()) text += " loss";
+  return text;
+}
+
 // The chunked head runs its passes at other costs, so a profile of one is not the other's.
 std::string ModelSpec::head_text() const {
   if (gpt.head_chunk_rows == 0) return "";

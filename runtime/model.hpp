@@ -35,6 +35,11 @@ struct ModelSpec {
   // with " head_chunk_rows=256" when the head is chunked and " split=4:1" (layer:front
   // heads) when layers are split; "mlp dims=784-1024-10".
   std::string describe() const;
+  // What block `block` is built as, without its place in the model: blocks of one kind run
+  // the same kernels on the same shapes ("layer" for every unsplit gpt layer, "front:1" and
+  // "back:1" for split ones, "embedding", "head"; an mlp layer's widths, with whether it
+  // reads the input or computes the loss), so one profile of a kind stands for all of them.
+  std::string block_kind(std::int64_t block) const;
   // Positions per sample (gpt: seq; mlp: 1) and elements of the input per sample.
   std::int64_t positions_per_sample() const { return kind == "gpt" ? gpt.seq : 1; }
   // Shape of the activation block `block` hands to the next block for `mb` (empty for the

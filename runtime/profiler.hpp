@@ -2,7 +2,9 @@
 // forward, input-gradient and weight-gradient time (median of `repeats` timed runs, spread
 // over `sweeps` passes through the model, each after `warmup` runs) on one microbatch, and
 // the bytes it keeps. Blocks are built, measured and freed one at a time, so a model far
-// larger than the node's memory can still be profiled. Each timed pass starts with the
+// larger than the node's memory can still be profiled, and only the first block of each
+// kind (ModelSpec::block_kind) is measured: the others take its figures, so a deep model
+// costs no more to profile than a shallow one. Each timed pass starts with the
 // block's parameters, gradients and saved state evicted from the caches, as a training step
 // leaves them (profiler.cpp, measure_block).
 //

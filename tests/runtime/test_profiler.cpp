@@ -114,6 +114,39 @@ TEST(Profiler, SweepsChangeWhenBlocksAreTimedNotWhatIsMeasured) {
   }
 }
 
+// Blocks of one kind are measured once and the others take its figures, so a deep model
+// profiles as fast as a shallow one. Measured times never repeat to the last bit by chance:
+// equal figures show one measurement shared, unequal ones separate measurements.
+TEST(Profiler, BlocksOfOneKindShareOneMeasurement) {
+  TrainSettings settings = tiny_gpt();
+  settings.model.gpt.layers = 5;
+  settings.model.splits = {{1, 1}, {3, 1}};
+  ProfileOptions options;
+  options.microbatch_samples = 2;
+  options.repeats = 3;
+  const auto profile = profile_model(settings, options);
+  ASSERT_TRUE(profile.ok()) << profile.status().message();
+  ASSERT_EQ(profile->blocks.size(), 9u);
+  const auto same = [](const sched::BlockProfile& a, const sched::BlockProfile& b) {
+    return a.forward_s == b.forward_s && a.backward_input_s == b.backward_input_s &&
+           a.backward_weight_s == b.backward_weight_s &&
+           a.one_sample->forward_s == b.one_sample->forward_s && a.stash_bytes == b.stash_bytes &&
+           a.scratch_bytes == b.scratch_bytes && a.scratch_growth_bytes == b.scratch_growth_bytes &&
+           a.workspace_bytes == b.workspace_bytes && a.parameter_bytes == b.parameter_bytes;
+  };
+  const auto& blocks = profile->blocks;
+  const std::vector<std::string> names = settings.model.block_names();
+  for (std::size_t b = 0; b < blocks.size(); ++b) EXPECT_EQ(blocks[b].name, names[b]);
+  // embedding, blocks.0, blocks.1.front, blocks.1.back, blocks.2, blocks.3.front,
+  // blocks.3.back, blocks.4, head
+  for (const std::size_t layer : {4u, 7u}) EXPECT_TRUE(same(blocks[1], blocks[layer])) << layer;
+  EXPECT_TRUE(same(blocks[2], blocks[5]));
+  EXPECT_TRUE(same(blocks[3], blocks[6]));
+  EXPECT_FALSE(same(blocks[1], blocks[3]));
+  EXPECT_NE(blocks[2].forward_s, blocks[3].forward_s);
+  EXPECT_NE(blocks[0].forward_s, blocks[8].forward_s);
+}
+
 // Wide enough that the Linear weight gradient goes through reusable scratch.
 TrainSettings wide_enough_for_scratch() {
   TrainSettings s = tiny_gpt();

@@ -210,6 +210,32 @@ TEST(SplitLayerModel, BlocksNamesAndDescriptionShowTheSplit) {
   EXPECT_EQ((*model)->block(1).name(), "blocks.1.back");
 }
 
+// A block's kind leaves out its place: the unsplit layers are one kind, a split layer's
+// halves are kinds by their heads, and mlp layers of the same widths are one kind unless
+// one reads the input or computes the loss.
+TEST(SplitLayerModel, BlockKindsTellApartOnlyBlocksBuiltDifferently) {
+  ModelSpec spec;
+  spec.gpt = small_shape();
+  spec.splits = {{1, 2}, {3, 2}};
+  std::vector<std::string> kinds;
+  for (std::int64_t b = 0; b < spec.block_count(); ++b) kinds.push_back(spec.block_kind(b));
+  EXPECT_EQ(kinds, (std::vector<std::string>{"embedding", "layer", "front:2", "back:2", "layer",
+                                             "front:2", "back:2", "head"}));
+  spec.splits = {{3, 1}};
+  EXPECT_EQ(spec.block_kind(4), "front:1");
+  EXPECT_EQ(spec.block_kind(5), "back:1");
+
+  ModelSpec mlp;
+  mlp.kind = "mlp";
+  mlp.dims = {64, 64, 64, 64, 10};
+  kinds.clear();
+  for (std::int64_t b = 0; b < mlp.block_count(); ++b) kinds.push_back(mlp.block_kind(b));
+  EXPECT_EQ(kinds, (std::vector<std::string>{"dense 64-64 input", "dense 64-64", "dense 64-64",
+                                             "dense 64-10 loss"}));
+  mlp.dims = {8, 10};
+  EXPECT_EQ(mlp.block_kind(0), "dense 8-10 input loss");
+}
+
 TEST(SplitLayerModel, BuildRefusesAnUnknownLayerOrOneSplitTwice) {
   ModelSpec spec;
   spec.gpt = small_shape();
