@@ -1,12 +1,15 @@
 #include "runtime/stored_plan.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <utility>
 
+#include "kernels/memory_ledger.hpp"
 #include "runtime/auto_plan.hpp"
 #include "runtime/mpi_support.hpp"
+#include "runtime/node_memory_budget.hpp"
 #include "runtime/pipeline_job.hpp"
 #include "runtime/pipeline_layout.hpp"
 #include "runtime/train_command.hpp"
@@ -52,6 +55,24 @@ Result<AutoPlan> plan_for_ranks(const nlohmann::json& record, int world_size) {
                  std::to_string(world_size));
   }
   return plan;
+}
+
+// A plan made within each rank's share of its node's memory (no memory.cap) is kept only if
+// its ranks' highest predicted peak fits the share now: a requeued job may land on a node
+// with less memory free, where the plan would fail at the ledger mid-run.
+Status fits_node_share(const nlohmann::json& record, std::size_t share) {
+  std::size_t peak = 0;
+  try {
+    for (const auto& bytes : record.at("predicted").at("peak_bytes_by_pipeline_rank")) {
+      peak = std::max(peak, bytes.get<std::size_t>());
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return unfit(std::string("it is no plan spillway wrote (") + e.what() + ")");
+  }
+  if (peak <= share) return Status::success();
+  return unfit("its peak of " + format_bytes(peak) +
+               " a rank is more than each rank's share of its node's memory now, " +
+               format_bytes(share));
 }
 
 }  // namespace
@@ -191,6 +212,10 @@ Result<KeptPlan> plan_to_resume_with(const JobConfig& job, MPI_Comm comm) {
   int size = 1;
   MPI_Comm_size(comm, &size);
   const nlohmann::json keys = planning_keys(job);
+  std::optional<std::size_t> share;
+  if (!job.memory.cap) {
+    SPW_ASSIGN_OR_RETURN(share, node_memory_share(comm));
+  }
   SPW_ASSIGN_OR_RETURN(
       const SharedPlan shared,
       share_stored_plan(out.path, comm, [&](const nlohmann::json& record) -> Status {
@@ -205,7 +230,8 @@ Result<KeptPlan> plan_to_resume_with(const JobConfig& job, MPI_Comm comm) {
           }
         }
         if (!changed.empty()) return unfit("the job's " + changed + " changed since");
-        return plan_for_ranks(record, size).status();
+        SPW_TRY(plan_for_ranks(record, size).status());
+        return share ? fits_node_share(record, *share) : Status::success();
       }));
   if (shared.text.empty()) {
     out.not_kept = shared.why_not;

@@ -34,8 +34,10 @@ struct KeptPlan {
 
 // Collective over `comm`. For a job with parallel.stages = "auto" (a resumed one): rank 0
 // reads output.dir/plan.json and every rank gets its plan when the file's planned_for equals
-// planning_keys(job) and it was made for as many ranks. A missing or changed plan is no
-// error (not_kept says why), only a failed broadcast is.
+// planning_keys(job) and it was made for as many ranks, and, where the job sets no
+// memory.cap, its highest predicted peak fits each rank's share of its node's memory now
+// (node_memory_share). A missing or changed plan is no error (not_kept says why), only a
+// failed broadcast is.
 Result<KeptPlan> plan_to_resume_with(const JobConfig& job, MPI_Comm comm);
 
 // `job` with the layout of `record` (a plan.json) given: parallel.stages as the plan's block

@@ -160,6 +160,19 @@ straight, resumed = (json.load(open(f)) for f in sys.argv[1:])
 ok = resumed["loss"] == straight["loss"][2:] and resumed["pipeline"]["plan"] == straight["pipeline"]["plan"]
 sys.exit(0 if ok else 1)
 PY
+# A kept plan must still fit each rank's share of its node's memory, which a requeued job
+# may find smaller: a plan whose peak no node here holds is planned anew.
+python3 - "$work/auto-plan-straight.json" "$work/auto/plan.json" <<'PY'
+import json, sys
+plan = json.load(open(sys.argv[1]))
+plan["predicted"]["peak_bytes_by_pipeline_rank"] = [2**50] * len(plan["predicted"]["peak_bytes_by_pipeline_rank"])
+json.dump(plan, open(sys.argv[2], "w"))
+PY
+resume_auto "$work/auto-resume-share.txt"
+check "a resumed run whose plan no longer fits its node exits 0" test $? -eq 0
+check "planning anew, saying why" grep -q -E \
+  "^spillway: automatic plan \(profile, links and plan.json in $work/auto; the stored plan not kept: its peak of 1024.0 TiB a rank is more than each rank's share of its node's memory now, [0-9.]+ GiB\): " \
+  "$work/auto-resume-share.txt"
 resume_auto "$work/auto-resume-cap.txt" --set memory.cap='"1GiB"'
 check "a resumed run with another memory.cap exits 0" test $? -eq 0
 check "planning anew, saying why" grep -q -F \
