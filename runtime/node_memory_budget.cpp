@@ -158,11 +158,39 @@ Result<std::unique_ptr<NodeMemoryBudgetScope>> NodeMemoryBudgetScope::install(
   budget.ranks = local_ranks;
   budget.shared_in_use = counter;
   SPW_TRY(MemoryLedger::process().set_node_budget(std::move(budget)));
+  const int keyval = finalize_keyval();
+  if (keyval == MPI_KEYVAL_INVALID ||
+      MPI_Comm_set_attr(MPI_COMM_SELF, keyval, scope.get()) != MPI_SUCCESS) {
+    (void)MemoryLedger::process().set_node_budget(std::nullopt);
+    return error(StatusCode::communication,
+                 "MPI could not note the node memory budget for MPI_Finalize");
+  }
+  scope->noted_for_finalize_ = true;
   return scope;
 }
 
+// The attribute on MPI_COMM_SELF whose deletion, at the start of MPI_Finalize or in the
+// scope's destructor, takes the budget out of the ledger.
+int NodeMemoryBudgetScope::finalize_keyval() {
+  static const int keyval = [] {
+    int created = MPI_KEYVAL_INVALID;
+    MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &leave_ledger, &created, nullptr);
+    return created;
+  }();
+  return keyval;
+}
+
+int NodeMemoryBudgetScope::leave_ledger(MPI_Comm, int, void*, void*) {
+  (void)MemoryLedger::process().set_node_budget(std::nullopt);
+  return MPI_SUCCESS;
+}
+
 NodeMemoryBudgetScope::~NodeMemoryBudgetScope() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized != 0) return;
   if (window_ != MPI_WIN_NULL) {
+    if (noted_for_finalize_) MPI_Comm_delete_attr(MPI_COMM_SELF, finalize_keyval());
     (void)MemoryLedger::process().set_node_budget(std::nullopt);
     MPI_Win_free(&window_);
   }

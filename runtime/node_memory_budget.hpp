@@ -60,7 +60,9 @@ class NodeMemoryBudgetScope {
                                                                 const MemoryFactFiles& files = {});
 
   // Collective over the node's ranks when a budget was set: takes it out of the ledger and
-  // frees the shared counter.
+  // frees the shared counter. After MPI_Finalize it frees nothing of MPI's: the budget left
+  // the ledger as MPI_Finalize began (a delete callback on MPI_COMM_SELF), while the counter
+  // was still there, so that a scope outliving MPI never has the ledger touch it.
   ~NodeMemoryBudgetScope();
   NodeMemoryBudgetScope(const NodeMemoryBudgetScope&) = delete;
   NodeMemoryBudgetScope& operator=(const NodeMemoryBudgetScope&) = delete;
@@ -69,8 +71,11 @@ class NodeMemoryBudgetScope {
 
  private:
   NodeMemoryBudgetScope() = default;
+  static int finalize_keyval();
+  static int leave_ledger(MPI_Comm, int, void* scope, void*);
   MPI_Comm node_ = MPI_COMM_NULL;
   MPI_Win window_ = MPI_WIN_NULL;
+  bool noted_for_finalize_ = false;  // the MPI_COMM_SELF attribute is set
 };
 
 }  // namespace spw

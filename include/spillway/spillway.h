@@ -69,18 +69,19 @@ extern "C" {
  * misuse of the ABI. The values are fixed: new codes are only ever appended. */
 typedef enum spw_status {
   SPW_OK = 0,
-  SPW_ERR_INVALID_ARGUMENT = 1,  /* a value out of range, or a buffer too small */
-  SPW_ERR_SHAPE_MISMATCH = 2,    /* tensors (e.g. in a checkpoint) that do not fit the model */
-  SPW_ERR_OUT_OF_MEMORY = 3,     /* the operating system refused an allocation */
-  SPW_ERR_MEMORY_CAP = 4,        /* the rank's memory.cap would be exceeded */
-  SPW_ERR_IO = 5,                /* a file could not be read or written */
-  SPW_ERR_NOT_FOUND = 6,         /* a file, key or dataset that does not exist */
-  SPW_ERR_UNSUPPORTED = 7,       /* something this build or this version cannot do yet */
-  SPW_ERR_CONFIG = 8,            /* a malformed job: TOML syntax, unknown key, bad value */
-  SPW_ERR_COMMUNICATION = 9,     /* MPI or another rank failed */
-  SPW_ERR_INTERNAL = 10,         /* a broken invariant inside spillway: a bug, please report */
-  SPW_ERR_NULL_HANDLE = 11,      /* a NULL handle, or a NULL pointer for a result */
-  SPW_ERR_BAD_STATE = 12         /* a freed handle, or a call out of order */
+  SPW_ERR_INVALID_ARGUMENT = 1, /* a value out of range, or a buffer too small */
+  SPW_ERR_SHAPE_MISMATCH = 2,   /* tensors (e.g. in a checkpoint) that do not fit the model */
+  SPW_ERR_OUT_OF_MEMORY = 3,    /* the operating system refused an allocation, or the
+                                   node's memory (spw_session_create) would be exceeded */
+  SPW_ERR_MEMORY_CAP = 4,       /* the rank's memory.cap would be exceeded */
+  SPW_ERR_IO = 5,               /* a file could not be read or written */
+  SPW_ERR_NOT_FOUND = 6,        /* a file, key or dataset that does not exist */
+  SPW_ERR_UNSUPPORTED = 7,      /* something this build or this version cannot do yet */
+  SPW_ERR_CONFIG = 8,           /* a malformed job: TOML syntax, unknown key, bad value */
+  SPW_ERR_COMMUNICATION = 9,    /* MPI or another rank failed */
+  SPW_ERR_INTERNAL = 10,        /* a broken invariant inside spillway: a bug, please report */
+  SPW_ERR_NULL_HANDLE = 11,     /* a NULL handle, or a NULL pointer for a result */
+  SPW_ERR_BAD_STATE = 12        /* a freed handle, or a call out of order */
 } spw_status;
 
 typedef struct spw_session_s* spw_session; /* the caller's communicator, duplicated */
@@ -107,13 +108,22 @@ SPW_API spw_status spw_get_version(int* major, int* minor, int* patch);
 /* Collective over `comm`. Creates a session on a duplicate of `comm` (MPI_Comm_dup), so
  * spillway's messages never mix with the caller's; the duplicate returns MPI errors to
  * spillway instead of aborting (MPI_ERRORS_RETURN). The caller keeps `comm`.
+ * The session's ranks on one node share a budget of that node's memory, as `spillway
+ * train`'s do: what the node had available when the session was created (MemAvailable and
+ * free swap, less a memory cgroup's limit such as Slurm's), less a sixteenth and 256 MiB a
+ * rank for what spillway does not count. spillway's tensors are counted against it, so a
+ * model too big for the node fails with SPW_ERR_OUT_OF_MEMORY and a message naming what it
+ * needs and the budget, instead of the kernel ending the process; memory the host takes
+ * after this call is not seen. The first live session of a process sets the budget; one
+ * created while it lives shares it, and none is set where the figures cannot be read.
  *   SPW_ERR_NULL_HANDLE       session is NULL
  *   SPW_ERR_BAD_STATE         MPI is not initialised, or already finalised: call
  *                             MPI_Init_thread first (spillway never initialises MPI)
  *   SPW_ERR_INVALID_ARGUMENT  comm is MPI_COMM_NULL or an inter-communicator
- *   SPW_ERR_COMMUNICATION     MPI_Comm_dup failed
- * On failure *session is untouched. A value that is not a communicator at all is MPI's to
- * judge: under MPI's default error handler it ends the job. */
+ *   SPW_ERR_COMMUNICATION     MPI_Comm_dup, or sharing the node's budget, failed
+ * On failure *session is untouched and no communicator or budget is left behind. A value that is
+ * not a communicator at all is MPI's to judge: under MPI's default error handler it ends the job.
+ */
 SPW_API spw_status spw_session_create(MPI_Comm comm, spw_session* session);
 
 /* spw_session_create for a Fortran communicator handle (converted with MPI_Comm_f2c). The

@@ -3,11 +3,13 @@
 
 #include <mpi.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "runtime/capi/job_draft.hpp"
 #include "runtime/job_config.hpp"
+#include "runtime/node_memory_budget.hpp"
 #include "runtime/pipeline_job.hpp"
 
 struct spw_session_s {
@@ -15,6 +17,9 @@ struct spw_session_s {
   int rank = 0;
   int size = 1;
   int live_trainers = 0;  // the session cannot be freed while they run on its communicator
+  // The node's memory shared by the ranks of each node (none where another session of the
+  // process set it first, or the node's figures cannot be read).
+  std::unique_ptr<spw::NodeMemoryBudgetScope> node_budget;
 };
 
 struct spw_job_s {

@@ -46,6 +46,14 @@ spw_status create_session(const char* fn, MPI_Comm comm, spw_session* out) {
   MPI_Comm_set_errhandler(session->comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(session->comm, &session->rank);
   MPI_Comm_size(session->comm, &session->size);
+  // A model too big for the node then fails with SPW_ERR_OUT_OF_MEMORY and a message
+  // instead of the host being ended by the kernel's OOM killer.
+  auto budget = NodeMemoryBudgetScope::install(session->comm);
+  if (!budget.ok()) {
+    MPI_Comm_free(&session->comm);
+    return fail(fn, budget.status());
+  }
+  session->node_budget = std::move(*budget);
   register_handle(session.get(), HandleKind::session);
   *out = session.release();
   return SPW_OK;
@@ -127,6 +135,7 @@ SPW_API spw_status spw_session_free(spw_session session) {
                   "could not be freed: free sessions before MPI_Finalize (the handle is "
                   "released regardless)");
     }
+    owned->node_budget.reset();  // collective over the node's ranks, before the communicator
     const spw::Status freed =
         spw::mpi_check(MPI_Comm_free(&owned->comm), "freeing the session's communicator");
     return freed.ok() ? SPW_OK : fail(fn, freed);

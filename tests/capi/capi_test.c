@@ -312,6 +312,21 @@ static void trainer_setup_errors(spw_session session, const char* scratch) {
   CHECK(trainer == NULL);
   EXPECT_OK(spw_job_free(job));
 
+  /* A model no node holds (51,540,494,254,080 parameters, 750 TiB with their gradients and
+   * AdamW state) is refused before it is allocated, naming the node's budget, instead of the
+   * kernel ending the host; with "auto" before the ranks profile it. */
+  job = tiny_job(NULL);
+  EXPECT_OK(spw_job_set(job, "model.d_model", "65536"));
+  EXPECT_OK(spw_job_set(job, "model.layers", "1000"));
+  EXPECT(spw_trainer_create(session, job, &trainer), SPW_ERR_OUT_OF_MEMORY,
+         "this node's memory exceeded: need 750.0 TiB for the parameters, gradients and "
+         "optimizer state of ");
+  EXPECT_OK(spw_job_set(job, "parallel.stages", "\"auto\""));
+  EXPECT(spw_trainer_create(session, job, &trainer), SPW_ERR_OUT_OF_MEMORY,
+         "the model needs 750.0 TiB for its parameters, gradients and optimizer state");
+  CHECK(trainer == NULL);
+  EXPECT_OK(spw_job_free(job));
+
   /* Explicit stages create no output directory; the planner caches its measurements in
    * output.dir. */
   snprintf(dir, sizeof dir, "%s/explicit", scratch);
