@@ -59,6 +59,17 @@ Result<MicrobatchData> profiled_microbatch(BatchSource& data, const ModelSpec& s
   return mb;
 }
 
+// The first block of a kind, which is measured for all `blocks` blocks of that kind.
+struct MeasuredKind {
+  std::size_t block = 0;
+  int blocks = 1;
+};
+
+// A kind that stands for several blocks gets the timed runs that many blocks would have had,
+// up to this many blocks' worth: its median then rests on as many runs as a shallow model's
+// sum of medians did, and a deep model still costs a few blocks.
+constexpr int kMostBlocksOfRunsPerKind = 4;
+
 // Every timed run of one block's passes and optimizer step, over all sweeps.
 struct BlockTimes {
   std::vector<double> forward, backward_input, backward_weight, step;
@@ -200,7 +211,7 @@ Status measure_block(const TrainSettings& settings, const MicrobatchData& mb, st
 // planner then scales all of the scratch, as it did before this was measured).
 Status measure_scratch_growth(const TrainSettings& settings, BatchSource& data,
                               const ProfileOptions& options, std::int64_t process_start,
-                              const std::vector<std::size_t>& measured_blocks,
+                              const std::vector<MeasuredKind>& kinds,
                               sched::ModelProfile& profile) {
   MicrobatchBuffers buffers;
   SPW_ASSIGN_OR_RETURN(const MicrobatchData mb,
@@ -208,7 +219,8 @@ Status measure_scratch_growth(const TrainSettings& settings, BatchSource& data,
                                            buffers));
   const auto kept_before = static_cast<std::int64_t>(scratch_buffer_bytes());
   std::vector<std::int64_t> growth(profile.blocks.size());
-  for (const std::size_t b : measured_blocks) {
+  for (const MeasuredKind& kind : kinds) {
+    const std::size_t b = kind.block;
     sched::BlockProfile twice;
     BlockTimes unused;
     const Status measured = measure_block(settings, mb, static_cast<std::int64_t>(b), 0, 1,
@@ -221,7 +233,8 @@ Status measure_scratch_growth(const TrainSettings& settings, BatchSource& data,
   }
   const std::int64_t kept_growth =
       std::max<std::int64_t>(0, static_cast<std::int64_t>(scratch_buffer_bytes()) - kept_before);
-  for (const std::size_t b : measured_blocks) {
+  for (const MeasuredKind& kind : kinds) {
+    const std::size_t b = kind.block;
     profile.blocks[b].scratch_bytes += kept_growth;
     profile.blocks[b].scratch_growth_bytes = growth[b];
   }
@@ -233,12 +246,14 @@ Status measure_scratch_growth(const TrainSettings& settings, BatchSource& data,
 // every block alike instead of making identical blocks look different.
 Status time_blocks(const TrainSettings& settings, const MicrobatchData& mb,
                    const ProfileOptions& options, std::int64_t process_start,
-                   const std::vector<std::size_t>& measured_blocks,
-                   std::vector<sched::BlockProfile>& blocks, std::vector<BlockTimes>& times) {
+                   const std::vector<MeasuredKind>& kinds, std::vector<sched::BlockProfile>& blocks,
+                   std::vector<BlockTimes>& times) {
   const int sweeps = std::min(options.repeats, std::max(options.sweeps, 1));
   for (int sweep = 0; sweep < sweeps; ++sweep) {
-    const int runs = options.repeats / sweeps + (sweep < options.repeats % sweeps ? 1 : 0);
-    for (const std::size_t b : measured_blocks) {
+    for (const MeasuredKind& kind : kinds) {
+      const std::size_t b = kind.block;
+      const int repeats = options.repeats * std::min(kind.blocks, kMostBlocksOfRunsPerKind);
+      const int runs = repeats / sweeps + (sweep < repeats % sweeps ? 1 : 0);
       SPW_TRY(measure_block(settings, mb, static_cast<std::int64_t>(b), options.warmup, runs,
                             process_start, blocks[b], times[b]));
     }
@@ -251,15 +266,15 @@ Status time_blocks(const TrainSettings& settings, const MicrobatchData& mb,
 // scale with samples.
 Status time_one_sample(const TrainSettings& settings, BatchSource& data,
                        const ProfileOptions& options, std::int64_t process_start,
-                       const std::vector<std::size_t>& measured_blocks,
-                       sched::ModelProfile& profile) {
+                       const std::vector<MeasuredKind>& kinds, sched::ModelProfile& profile) {
   MicrobatchBuffers buffers;
   SPW_ASSIGN_OR_RETURN(const MicrobatchData mb,
                        profiled_microbatch(data, settings.model, 1, buffers));
   std::vector<sched::BlockProfile> unused(profile.blocks.size());
   std::vector<BlockTimes> times(profile.blocks.size());
-  SPW_TRY(time_blocks(settings, mb, options, process_start, measured_blocks, unused, times));
-  for (const std::size_t b : measured_blocks) {
+  SPW_TRY(time_blocks(settings, mb, options, process_start, kinds, unused, times));
+  for (const MeasuredKind& kind : kinds) {
+    const std::size_t b = kind.block;
     profile.blocks[b].one_sample =
         sched::PassSeconds{median(times[b].forward), median(times[b].backward_input),
                            median(times[b].backward_weight)};
@@ -319,18 +334,20 @@ Result<sched::ModelProfile> profile_model(const TrainSettings& settings,
   const std::int64_t process_start =
       ledger_bytes() - static_cast<std::int64_t>(scratch_buffer_bytes());
   const std::vector<std::size_t> first_of_kind = first_of_each_kind(spec);
-  std::vector<std::size_t> measured_blocks;
+  std::vector<MeasuredKind> kinds;
   for (std::size_t b = 0; b < blocks; ++b) {
-    if (first_of_kind[b] == b) measured_blocks.push_back(b);
+    if (first_of_kind[b] == b) {
+      kinds.push_back(
+          {b, static_cast<int>(std::count(first_of_kind.begin(), first_of_kind.end(), b))});
+    }
   }
-  SPW_TRY(
-      time_blocks(settings, mb, options, process_start, measured_blocks, profile.blocks, times));
+  SPW_TRY(time_blocks(settings, mb, options, process_start, kinds, profile.blocks, times));
   if (options.microbatch_samples > 1) {
-    SPW_TRY(time_one_sample(settings, *data, options, process_start, measured_blocks, profile));
+    SPW_TRY(time_one_sample(settings, *data, options, process_start, kinds, profile));
   }
-  SPW_TRY(
-      measure_scratch_growth(settings, *data, options, process_start, measured_blocks, profile));
-  for (const std::size_t b : measured_blocks) {
+  SPW_TRY(measure_scratch_growth(settings, *data, options, process_start, kinds, profile));
+  for (const MeasuredKind& kind : kinds) {
+    const std::size_t b = kind.block;
     profile.blocks[b].forward_s = median(times[b].forward);
     profile.blocks[b].backward_input_s = median(times[b].backward_input);
     profile.blocks[b].backward_weight_s = median(times[b].backward_weight);

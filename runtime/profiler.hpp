@@ -25,7 +25,9 @@ namespace spw {
 struct ProfileOptions {
   std::int64_t microbatch_samples = 1;
   int warmup = 1;   // untimed runs per pass each time a block is built
-  int repeats = 5;  // timed runs per pass (the median counts)
+  // Timed runs per pass (the median counts); a block that stands for n blocks of its kind
+  // gets min(n, 4) times as many.
+  int repeats = 5;
   // The timed runs are spread over this many sweeps through all blocks (at most repeats),
   // so a change of load while profiling reaches every block alike.
   int sweeps = 3;
