@@ -1,5 +1,6 @@
 #include "runtime/node_memory_budget.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -12,6 +13,20 @@ std::size_t node_memory_budget_bytes(std::size_t available, int local_ranks) {
   const std::size_t reserve =
       available / 16 + static_cast<std::size_t>(local_ranks) * (std::size_t{256} << 20);
   return available > reserve ? available - reserve : 0;
+}
+
+std::optional<std::size_t> planned_node_share(const sched::RankTopology& topology,
+                                              const std::vector<std::size_t>& node_memory) {
+  std::optional<std::size_t> least;
+  for (int rank = 0; rank < topology.ranks; ++rank) {
+    const auto node = static_cast<std::size_t>(topology.node_of[static_cast<std::size_t>(rank)]);
+    if (node >= node_memory.size() || node_memory[node] == 0) return std::nullopt;
+    const int ranks = topology.ranks_on_node(static_cast<int>(node));
+    const std::size_t share =
+        node_memory_budget_bytes(node_memory[node], ranks) / static_cast<std::size_t>(ranks);
+    least = std::min(least.value_or(share), share);
+  }
+  return least;
 }
 
 BlockMemory block_memory(const ModelSpec& model, std::int64_t first, std::int64_t last,

@@ -8,8 +8,11 @@
 #include <mpi.h>
 
 #include <memory>
+#include <optional>
+#include <vector>
 
 #include "kernels/status.hpp"
+#include "partition/rank_topology.hpp"
 #include "runtime/available_memory.hpp"
 #include "runtime/model.hpp"
 #include "runtime/optimizer.hpp"
@@ -19,6 +22,13 @@ namespace spw {
 // Kept out of the budget: a sixteenth of the node's available memory, and 256 MiB a rank
 // (one gpt-s rank held 54 MiB of tensors and 85 MiB resident, 2026-11-30).
 std::size_t node_memory_budget_bytes(std::size_t available, int local_ranks);
+
+// What each rank may plan to hold where a plan made without running (spillway plan) has no
+// memory.cap, as node_memory_share gives a run: per node, the budget of `node_memory[node]`
+// (what it has available) over its ranks, the smallest over the topology's nodes; nullopt
+// where a node's figure is unknown (0, or missing).
+std::optional<std::size_t> planned_node_share(const sched::RankTopology& topology,
+                                              const std::vector<std::size_t>& node_memory);
 
 // What blocks [first, last] of `model` hold for certain once built: their parameters, their
 // gradients (when `gradients`) and `optimizer`'s state (null: none).

@@ -1,5 +1,6 @@
 #include "runtime/plan_command.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -8,9 +9,11 @@
 #include "kernels/threading.hpp"
 #include "partition/planner.hpp"
 #include "runtime/auto_plan.hpp"
+#include "runtime/available_memory.hpp"
 #include "runtime/head_choice.hpp"
 #include "runtime/json_file.hpp"
 #include "runtime/node_facts.hpp"
+#include "runtime/node_memory_budget.hpp"
 #include "runtime/pipeline_job.hpp"
 #include "runtime/plan_record.hpp"
 #include "runtime/profiler.hpp"
@@ -96,6 +99,24 @@ Status run_plan_command(const PlanCommand& command) {
   } else {
     SPW_ASSIGN_OR_RETURN(topology,
                          this_node_topology(command.ranks, job.output.dir, sources.links));
+  }
+
+  // Without a cap, plan within each rank's share of its node's memory, as a run with
+  // stages = "auto" does: this node's available memory, or what the topology's nodes have.
+  if (!settings.memory_cap && job.parallel.stages.form == StagesSpec::Form::automatic) {
+    std::vector<std::size_t> node_memory;
+    if (command.topology.empty()) {
+      if (const auto available = available_memory()) node_memory.push_back(available->bytes);
+    } else {
+      for (const sched::NodeFacts& node : topology.nodes) {
+        node_memory.push_back(
+            static_cast<std::size_t>(std::max<std::int64_t>(0, node.memory_bytes())));
+      }
+    }
+    if (const auto share = planned_node_share(topology, node_memory); share && *share > 0) {
+      settings.memory_cap = *share;
+      settings.memory_cap_is_node_share = true;
+    }
   }
 
   const std::int64_t samples = job_microbatch_samples(settings);

@@ -79,6 +79,25 @@ plan "$work/count.txt" --ranks 3 --topology 2x2
 check "--ranks unlike the topology's is one line" \
   one_line "$work/count.txt" "spillway: error: --ranks 3 but the topology 2x2 has 4 ranks: give the same count"
 
+# Without a cap the plan keeps each rank within its share of its node's memory, as a run
+# with stages = "auto" does: 4 GiB less a sixteenth and 256 MiB a rank, over 2 ranks, is
+# 1.62 GiB; a node of 1 GiB leaves 224 MiB a rank, which 8 layers of width 1024 cannot fit
+# (one line).
+plan "$work/share.txt" --ranks 2 --topology "1x2,memory=4GiB" --output "$work/share.json"
+check "a plan without a cap on nodes of known memory exits 0" test $? -eq 0
+check "names each rank's share of its node's memory" grep -q \
+  "^peak .* on pipeline rank [0-9] of 1.62 GiB (1744830464 bytes), each rank's share of its node's memory$" \
+  "$work/share.txt"
+plan "$work/share-small.txt" --ranks 2 --topology "1x2,memory=1GiB" --set model.d_model=1024 \
+  --set model.layers=8
+code=$?
+check "a model no rank's share holds exits non-zero" test $code -ne 0 -a $code -ne 124
+check "with one line naming the share" one_line "$work/share-small.txt" \
+  "spillway: error: planner: no plan keeps every rank within its share of its node's memory, 0.219 GiB (234881024 bytes): "
+plan "$work/share-here.txt" --ranks 2 --output "$work/share-here.json"
+check "on this node, its available memory's share" grep -q \
+  "^peak .* on pipeline rank [0-9] of .*, each rank's share of its node's memory$" "$work/share-here.txt"
+
 # A matrix file.
 cat > "$work/matrix.json" <<'JSON'
 {"ranks": 2, "node_of": [0, 1],

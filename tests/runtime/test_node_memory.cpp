@@ -111,6 +111,22 @@ TEST(NodeMemoryBudget, KeepsASixteenthAnd256MiBARankOutOfTheBudget) {
   EXPECT_EQ(node_memory_budget_bytes(gib / 4, 1), 0u) << "nothing left: no room at all";
 }
 
+// spillway plan's share: each node's budget over its ranks, the smallest over the nodes,
+// and nothing where a node's memory is unknown.
+TEST(NodeMemoryBudget, APlansShareIsTheSmallestNodesBudgetOverItsRanks) {
+  const std::size_t gib = std::size_t{1} << 30;
+  sched::RankTopology topology;
+  topology.ranks = 5;
+  topology.node_of = {0, 0, 1, 1, 1};
+  EXPECT_EQ(planned_node_share(topology, {16 * gib, 16 * gib}),
+            node_memory_budget_bytes(16 * gib, 3) / 3);
+  EXPECT_EQ(planned_node_share(topology, {4 * gib, 16 * gib}),
+            node_memory_budget_bytes(4 * gib, 2) / 2);
+  EXPECT_EQ(planned_node_share(topology, {16 * gib, 0}), std::nullopt);
+  EXPECT_EQ(planned_node_share(topology, {16 * gib}), std::nullopt);
+  EXPECT_EQ(planned_node_share(topology, {}), std::nullopt);
+}
+
 ModelSpec gpt(std::int64_t layers, std::int64_t d, std::int64_t heads) {
   ModelSpec spec;
   spec.gpt.layers = layers;
