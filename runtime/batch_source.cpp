@@ -1,5 +1,9 @@
 #include "runtime/batch_source.hpp"
 
+#include <new>
+#include <string>
+
+#include "kernels/memory_ledger.hpp"
 #include "runtime/data_digest.hpp"
 #include "runtime/fashion_mnist.hpp"
 #include "runtime/synthetic_data.hpp"
@@ -16,6 +20,29 @@ MicrobatchData MicrobatchBuffers::view(std::int64_t samples, std::int64_t seq) c
   mb.targets = targets.empty() ? nullptr : targets.data();
   mb.features = features.empty() ? nullptr : features.data();
   return mb;
+}
+
+Status MicrobatchBuffers::resize(std::int64_t samples, std::size_t token_count,
+                                 std::size_t target_count, std::size_t feature_count) {
+  const std::size_t bytes =
+      (token_count + target_count) * sizeof(std::int32_t) + feature_count * sizeof(float);
+  const std::string need = "a microbatch of " + std::to_string(samples) + " samples needs " +
+                           format_bytes(bytes) + " for its inputs and targets";
+  const std::string fix = ": raise train.microbatches or lower train.batch";
+  const MemoryLedger& ledger = MemoryLedger::process();
+  if (const auto headroom = ledger.node_headroom(); headroom && bytes > *headroom) {
+    return error(StatusCode::out_of_memory, need + ", more than the " + format_bytes(*headroom) +
+                                                " this node's memory budget has left (" +
+                                                ledger.node_budget_text() + ")" + fix);
+  }
+  try {
+    tokens.resize(token_count);
+    targets.resize(target_count);
+    features.resize(feature_count);
+  } catch (const std::bad_alloc&) {
+    return error(StatusCode::out_of_memory, need + ", which the system refused" + fix);
+  }
+  return Status::success();
 }
 
 Result<std::unique_ptr<BatchSource>> BatchSource::test_set() const {
@@ -45,9 +72,8 @@ class CorpusSource final : public BatchSource {
 
   Status fill(std::int64_t step, std::int64_t first, std::int64_t count, std::int64_t global_batch,
               MicrobatchBuffers& b) const override {
-    b.tokens.resize(static_cast<std::size_t>(count * seq_));
-    b.targets.resize(b.tokens.size());
-    b.features.clear();
+    const auto positions = static_cast<std::size_t>(count * seq_);
+    SPW_TRY(b.resize(count, positions, positions, 0));
     corpus_.fill_batch(step, first, count, global_batch, seq_, b.tokens.data(), b.targets.data());
     return Status::success();
   }
@@ -89,9 +115,8 @@ class SyntheticTokenSource final : public BatchSource {
 
   Status fill(std::int64_t step, std::int64_t first, std::int64_t count,
               std::int64_t global_batch, MicrobatchBuffers& b) const override {
-    b.tokens.resize(static_cast<std::size_t>(count * seq_));
-    b.targets.resize(b.tokens.size());
-    b.features.clear();
+    const auto positions = static_cast<std::size_t>(count * seq_);
+    SPW_TRY(b.resize(count, positions, positions, 0));
     tokens_.fill_batch(step, first, count, global_batch, seq_, b.tokens.data(), b.targets.data());
     return Status::success();
   }
@@ -111,9 +136,8 @@ class ImageSource final : public BatchSource {
 
   Status fill(std::int64_t step, std::int64_t first, std::int64_t count,
               std::int64_t global_batch, MicrobatchBuffers& b) const override {
-    b.features.resize(static_cast<std::size_t>(count * images_.features));
-    b.targets.resize(static_cast<std::size_t>(count));
-    b.tokens.clear();
+    SPW_TRY(b.resize(count, 0, static_cast<std::size_t>(count),
+                     static_cast<std::size_t>(count * images_.features)));
     images_.fill_batch(step, first, count, global_batch, b.features.data(), b.targets.data());
     return Status::success();
   }
@@ -144,9 +168,8 @@ class SyntheticFeatureSource final : public BatchSource {
 
   Status fill(std::int64_t step, std::int64_t first, std::int64_t count,
               std::int64_t global_batch, MicrobatchBuffers& b) const override {
-    b.features.resize(static_cast<std::size_t>(count * features_.features()));
-    b.targets.resize(static_cast<std::size_t>(count));
-    b.tokens.clear();
+    SPW_TRY(b.resize(count, 0, static_cast<std::size_t>(count),
+                     static_cast<std::size_t>(count * features_.features())));
     features_.fill_batch(step, first, count, global_batch, b.features.data(), b.targets.data());
     return Status::success();
   }

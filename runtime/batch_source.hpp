@@ -21,6 +21,13 @@ struct MicrobatchBuffers {
   std::vector<float> features;
 
   MicrobatchData view(std::int64_t samples, std::int64_t seq) const;
+  // Sizes the buffers for a microbatch of `samples` samples (counts in elements; the others
+  // emptied). A microbatch too large for what the node's memory budget has left, or that the
+  // system refuses, is out_of_memory naming the samples, the bytes and the fix (more
+  // train.microbatches) instead of std::bad_alloc or the OOM killer. On failure they hold
+  // no microbatch (their contents are not to be read).
+  Status resize(std::int64_t samples, std::size_t token_count, std::size_t target_count,
+                std::size_t feature_count);
 };
 
 class BatchSource {

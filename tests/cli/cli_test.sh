@@ -65,6 +65,15 @@ check "with one line naming what it needs, the node's budget and where that come
 check "which is MemAvailable's or a cgroup's, and how to fix it" grep -Eq \
   "\((.* available at the start by (MemAvailable \+ SwapFree in /proc/meminfo|the memory cgroup .*), less .* for what the rank holds beside tensors)\): spread the model over more ranks or nodes \(parallel.stages\)" \
   "$work/huge.txt"
+# A microbatch no node can hold (2^31 - 1 samples of 1,024 tokens: 16 TiB of inputs and
+# targets) is refused before its buffers are allocated, naming the fix.
+timeout 60 "$spillway" train "$work/tiny.toml" --set train.batch=2147483647 \
+  --set train.microbatches=1 --set model.seq=1024 --set "output.dir=$work/huge-batch" \
+  > "$work/huge-batch.txt" 2>&1
+check "a microbatch too big for the node exits 1" test $? -eq 1
+check "with one line naming the samples, the bytes and the fix" grep -Eq \
+  "^spillway: error: a microbatch of 2147483647 samples needs 16.0 TiB for its inputs and targets, more than the .* this node's memory budget has left \(.*\): raise train.microbatches or lower train.batch$" \
+  "$work/huge-batch.txt"
 check "report.json has three losses" python3 -c "import json,sys; r=json.load(open('$work/out/report.json')); sys.exit(0 if len(r['loss'])==3 and r['memory']['peak_bytes']>0 else 1)"
 check "report.json has each step's learning rate, and no gradient norms without clipping" python3 -c "import json,sys; r=json.load(open('$work/out/report.json')); lr=r['config']['train']['lr']; sys.exit(0 if r['learning_rate']==[lr]*3 and 'grad_norm' not in r else 1)"
 check "the run prints where a step's time went" grep -Eq "^spillway: time by op, per step: [a-z_]+ [0-9]+%, .*outside ops [0-9]+%$" "$work/run.txt"

@@ -1,7 +1,5 @@
 // Benchmarks compare runs across machines and partitionings, which only means something if the
 // synthetic batches are the same however a batch is split and whichever rank makes them.
-#include "runtime/synthetic_data.hpp"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +8,12 @@
 #include <set>
 #include <utility>
 #include <vector>
+
+#include "kernels/memory_ledger.hpp"
+#include "runtime/batch_source.hpp"
+#include "runtime/job_config.hpp"
+#include "runtime/model.hpp"
+#include "runtime/synthetic_data.hpp"
 
 namespace spw {
 namespace {
@@ -155,6 +159,39 @@ TEST(SyntheticFeatures, FeaturesAreStandardNormalAndLabelsCoverTheClasses) {
     seen.insert(label);
   }
   EXPECT_EQ(seen.size(), 10u);
+}
+
+// A microbatch's inputs are sized against what the node's memory budget has left before
+// they are allocated: one too large is a message naming the samples, the bytes and the fix,
+// not std::bad_alloc or the OOM killer.
+TEST(MicrobatchBuffers, AMicrobatchPastTheNodesBudgetIsRefusedNamingTheFix) {
+  ModelSpec spec;
+  spec.gpt.layers = 1;
+  spec.gpt.d_model = 8;
+  spec.gpt.heads = 1;
+  spec.gpt.seq = 16;
+  DataConfig data;
+  data.source = DataKind::synthetic;
+  auto source = open_batch_source(data, spec, 7);
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  MemoryLedger& ledger = MemoryLedger::process();
+  alignas(8) std::uint64_t shared = 0;
+  const std::size_t budget = ledger.current_total() + 4096;
+  ASSERT_TRUE(ledger.set_node_budget(NodeMemoryBudget{budget, "a test's figure", 1, &shared}).ok());
+  MicrobatchBuffers buffers;
+  // 32 samples of 16 positions: 512 tokens and 512 targets, 4096 bytes: exactly what is left.
+  EXPECT_TRUE((*source)->fill(0, 0, 32, 64, buffers).ok());
+  EXPECT_EQ(buffers.tokens.size(), 512u);
+  const Status status = (*source)->fill(0, 0, 33, 66, buffers);
+  ASSERT_TRUE(ledger.set_node_budget(std::nullopt).ok());
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(status.code(), StatusCode::out_of_memory);
+  EXPECT_EQ(status.message(),
+            "a microbatch of 33 samples needs 4.12 KiB for its inputs and targets, more than "
+            "the 4.00 KiB this node's memory budget has left (" +
+                format_bytes(budget) +
+                ", a test's figure): raise train.microbatches or lower "
+                "train.batch");
 }
 
 }  // namespace
