@@ -52,9 +52,13 @@ Result<PipelineLayout> requested_layout(const JobConfig& job, int world_size) {
 
 namespace {
 
-// This rank's part of the setup before any collective step; agreed by the caller.
+// This rank's part of the setup before any collective step; agreed by the caller. The one
+// collective in it (grouping the ranks by node) comes first, before anything that can fail
+// on one rank alone (rank 0's output directory): a rank returning early would leave the
+// others in a collective it never joins.
 Status local_setup(const JobConfig& job, const PipelineJobOptions& options, MPI_Comm comm,
                    PipelineJob& out, std::int64_t& first_step) {
+  SPW_ASSIGN_OR_RETURN(NodeShare share, node_share(comm));
   SPW_ASSIGN_OR_RETURN(out.settings.train, train_settings_from(job));
   out.settings.train.inference_only = options.inference_only;
   const bool plans = job.parallel.stages.form == StagesSpec::Form::automatic || options.predict;
@@ -62,7 +66,6 @@ Status local_setup(const JobConfig& job, const PipelineJobOptions& options, MPI_
   if (out.rank == 0 && !job.output.dir.empty() && (options.create_output_dir || plans)) {
     SPW_TRY(ensure_directory(job.output.dir));
   }
-  SPW_ASSIGN_OR_RETURN(NodeShare share, node_share(comm));
   ThreadRequest request;
   request.threads = job.threads.count;
   request.local_rank = share.local_rank;

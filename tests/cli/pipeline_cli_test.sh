@@ -27,6 +27,18 @@ status=$?
 cat "$work/run.txt"
 check "a 2-rank pipeline exits 0" test $status -eq 0
 
+# An output directory rank 0 cannot create fails on every rank with rank 0's message, not
+# with ranks left in different collectives (which MPI ended with MPI_ERR_TRUNCATE).
+for stages in 2 '"auto"'; do
+  run2 "$work/no-dir.txt" "$work/tiny.toml" --set "parallel.stages=$stages" \
+    --set 'output.dir="/proc/spillway-cannot-create"'
+  check "an output.dir that cannot be created exits 1 (stages $stages)" test $? -eq 1
+  check "with one line naming it (stages $stages)" test "$(grep -c \
+    "^spillway: error: rank 0: cannot create output directory /proc/spillway-cannot-create: .* (set output.dir to a writable place)$" \
+    "$work/no-dir.txt")" -eq 1
+  check "and no MPI abort (stages $stages)" test "$(grep -c "MPI_ERR\|MPI_ABORT" "$work/no-dir.txt")" -eq 0
+done
+
 # A model the node cannot hold, on two ranks: each rank's stage alone is checked with the
 # other's, before either allocates, and rank 0 alone says so.
 run2 "$work/huge.txt" "$work/tiny.toml" --set model.d_model=65536 --set model.layers=1000 \
