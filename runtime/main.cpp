@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "runtime/evaluate_command.hpp"
 #include "runtime/node_memory_budget.hpp"
@@ -148,7 +149,14 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version print and succeed; a bad command line is one line in spillway's
+    // words and exit status 2, as usage errors are for most Unix tools.
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+    const std::vector<CLI::App*> given = app.get_subcommands();
+    const std::string help =
+        given.empty() ? "spillway --help" : "spillway " + given.back()->get_name() + " --help";
+    std::fprintf(stderr, "spillway: error: %s (%s lists the options)\n", e.what(), help.c_str());
+    return 2;
   }
 
   MpiSession mpi(argc, argv);

@@ -65,6 +65,18 @@ check "with one line naming what it needs, the node's budget and where that come
 check "which is MemAvailable's or a cgroup's, and how to fix it" grep -Eq \
   "\((.* available at the start by (MemAvailable \+ SwapFree in /proc/meminfo|the memory cgroup .*), less .* for what the rank holds beside tensors)\): spread the model over more ranks or nodes \(parallel.stages\)" \
   "$work/huge.txt"
+# A bad command line: one line in spillway's words, the help to read, exit status 2.
+"$spillway" evaluate "$work/tiny.toml" --checkpoint "$work/none.h5" > "$work/usage.txt" 2>&1
+check "a missing --checkpoint file exits 2" test $? -eq 2
+check "with one line naming it and the help" one_line "$work/usage.txt" \
+  "spillway: error: --checkpoint: File does not exist: $work/none.h5 (spillway evaluate --help lists the options)"
+"$spillway" train > "$work/usage.txt" 2>&1
+check "a train without its job file exits 2" test $? -eq 2
+check "saying so in one line" one_line "$work/usage.txt" \
+  "spillway: error: config is required (spillway train --help lists the options)"
+"$spillway" train --help > "$work/usage.txt" 2>&1
+check "--help still exits 0" test $? -eq 0
+
 # A microbatch no node can hold (2^31 - 1 samples of 1,024 tokens: 16 TiB of inputs and
 # targets) is refused before its buffers are allocated, naming the fix.
 timeout 60 "$spillway" train "$work/tiny.toml" --set train.batch=2147483647 \
