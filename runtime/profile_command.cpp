@@ -1,6 +1,8 @@
 #include "runtime/profile_command.hpp"
 
 #include <cstdio>
+#include <set>
+#include <string>
 
 #include "kernels/memory_ledger.hpp"
 #include "kernels/threading.hpp"
@@ -26,9 +28,15 @@ Status run_profile_command(const ProfileCommand& command) {
   }
   SPW_ASSIGN_OR_RETURN(sched::ModelProfile profile, profile_model(settings, options));
   SPW_TRY(sched::write_profile(path, profile));
-  std::printf("spillway: profiled %zu blocks, microbatch of %lld, %s: %s\n",
-              profile.blocks.size(), static_cast<long long>(options.microbatch_samples),
-              sched::measured_with(profile).c_str(), path.c_str());
+  std::set<std::string> kinds;
+  for (std::int64_t b = 0; b < settings.model.block_count(); ++b) {
+    kinds.insert(settings.model.block_kind(b));
+  }
+  std::printf(
+      "spillway: profiled %zu blocks (%zu kinds, one of each measured: blocks of a kind "
+      "share its figures), microbatch of %lld, %s: %s\n",
+      profile.blocks.size(), kinds.size(), static_cast<long long>(options.microbatch_samples),
+      sched::measured_with(profile).c_str(), path.c_str());
   // Per microbatch: what F keeps (stash) and what B keeps for W (backward); per rank:
   // what the block's backward reuses all run (workspace) and the most a pass allocates
   // and frees again (scratch).

@@ -298,6 +298,9 @@ PY
 "$spillway" profile "$work/tiny.toml" --output "$work/profile.json" --repeats 2 > "$work/profile.txt" 2>&1
 check "spillway profile exits 0" test $? -eq 0
 check "spillway profile lists the blocks" grep -q "^blocks.1 " "$work/profile.txt"
+check "and says it measured one block of each kind" grep -q \
+  "^spillway: profiled 4 blocks (3 kinds, one of each measured: blocks of a kind share its figures), microbatch of 2, " \
+  "$work/profile.txt"
 check "spillway profile writes the profile" python3 -c "import json,sys; p=json.load(open('$work/profile.json')); sys.exit(0 if p['microbatch_samples']==2 and p['blocks'][3]['name']=='head' else 1)"
 
 # Checkpoints: every 2 steps of the 5; resuming the one at step 2 continues to the straight
