@@ -153,6 +153,18 @@ int main(int argc, char** argv) {
     // words and exit status 2, as usage errors are for most Unix tools.
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
     const std::vector<CLI::App*> given = app.get_subcommands();
+    // CLI11 calls an unknown command a missing one.
+    if (given.empty() && argc > 1 && argv[1][0] != '-') {
+      std::string known;
+      for (const CLI::App* sub : app.get_subcommands({})) {
+        known += (known.empty() ? "" : ", ") + sub->get_name();
+      }
+      std::fprintf(stderr,
+                   "spillway: error: unknown command '%s': the commands are %s (spillway "
+                   "--help)\n",
+                   argv[1], known.c_str());
+      return 2;
+    }
     const std::string help =
         given.empty() ? "spillway --help" : "spillway " + given.back()->get_name() + " --help";
     std::fprintf(stderr, "spillway: error: %s (%s lists the options)\n", e.what(), help.c_str());

@@ -74,6 +74,10 @@ check "with one line naming it and the help" one_line "$work/usage.txt" \
 check "a train without its job file exits 2" test $? -eq 2
 check "saying so in one line" one_line "$work/usage.txt" \
   "spillway: error: config is required (spillway train --help lists the options)"
+"$spillway" frobnicate > "$work/usage.txt" 2>&1
+check "an unknown command exits 2" test $? -eq 2
+check "naming it and the commands" one_line "$work/usage.txt" \
+  "spillway: error: unknown command 'frobnicate': the commands are train, evaluate, sample, profile, plan (spillway --help)"
 "$spillway" train --help > "$work/usage.txt" 2>&1
 check "--help still exits 0" test $? -eq 0
 
