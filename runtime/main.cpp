@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 #include <vector>
@@ -35,6 +36,16 @@ class MpiSession {
   int rank_ = 0;
   int size_ = 1;
 };
+
+// Whether this process is the job's first, from the launcher's environment: the command line
+// is read before MPI starts, and every rank reads the same one, so only the first reports a
+// mistake in it. Unknown (no launcher) counts as first.
+bool first_of_launch() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    if (const char* value = std::getenv(name)) return std::string(value) == "0";
+  }
+  return true;
+}
 
 // A file argument every such command needs and checks before MPI starts.
 void add_required_file(CLI::App* app, const std::string& name, std::string& path,
@@ -154,6 +165,7 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
     const std::vector<CLI::App*> given = app.get_subcommands();
     // CLI11 calls an unknown command a missing one.
+    if (!first_of_launch()) return 2;
     if (given.empty() && argc > 1 && argv[1][0] != '-') {
       std::string known;
       for (const CLI::App* sub : app.get_subcommands({})) {

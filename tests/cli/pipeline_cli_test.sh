@@ -27,6 +27,11 @@ status=$?
 cat "$work/run.txt"
 check "a 2-rank pipeline exits 0" test $status -eq 0
 
+# A bad command line under mpiexec: every rank reads it, the first says what is wrong.
+run2 "$work/usage.txt" "$work/tiny.toml" --resume "$work/none.h5"
+check "a missing --resume file on 2 ranks exits 2" test $? -eq 2
+check "said once" test "$(grep -c "^spillway: error: --resume: File does not exist: $work/none.h5 (spillway train --help lists the options)$" "$work/usage.txt")" -eq 1
+
 # An output directory rank 0 cannot create fails on every rank with rank 0's message, not
 # with ranks left in different collectives (which MPI ended with MPI_ERR_TRUNCATE).
 for stages in 2 '"auto"'; do
