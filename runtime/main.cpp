@@ -163,9 +163,9 @@ int main(int argc, char** argv) {
     // --help and --version print and succeed; a bad command line is one line in spillway's
     // words and exit status 2, as usage errors are for most Unix tools.
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+    if (!first_of_launch()) return 2;
     const std::vector<CLI::App*> given = app.get_subcommands();
     // CLI11 calls an unknown command a missing one.
-    if (!first_of_launch()) return 2;
     if (given.empty() && argc > 1 && argv[1][0] != '-') {
       std::string known;
       for (const CLI::App* sub : app.get_subcommands({})) {

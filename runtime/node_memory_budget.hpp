@@ -82,7 +82,7 @@ class NodeMemoryBudgetScope {
  private:
   NodeMemoryBudgetScope() = default;
   static int finalize_keyval();
-  static int leave_ledger(MPI_Comm, int, void* scope, void*);
+  static int leave_ledger(MPI_Comm, int, void*, void*);
   MPI_Comm node_ = MPI_COMM_NULL;
   MPI_Win window_ = MPI_WIN_NULL;
   bool noted_for_finalize_ = false;  // the MPI_COMM_SELF attribute is set
