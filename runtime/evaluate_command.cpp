@@ -43,6 +43,11 @@ Status run_evaluate_command(const EvaluateCommand& command, MPI_Comm comm, Failu
   auto meta = read_checkpoint_meta(command.checkpoint);
   if (size > 1) SPW_TRY(agree_on_status(comm, meta.status()));
   SPW_TRY(meta.status());
+  // Where eval.json goes is checked before the evaluation, not after it.
+  Status writable = Status::success();
+  if (rank == 0 && command.output_path.empty()) writable = ensure_directory(job.output.dir);
+  if (size > 1) SPW_TRY(agree_on_status(comm, writable));
+  SPW_TRY(writable);
   StoredPlanUse stored;
   if (size > 1) {
     SPW_ASSIGN_OR_RETURN(stored, use_stored_plan(job, comm));
@@ -85,7 +90,6 @@ Status run_evaluate_command(const EvaluateCommand& command, MPI_Comm comm, Failu
                                  {"seconds", seconds},
                                  {"ranks", size},
                                  {"config", to_json(job)}};
-  if (command.output_path.empty()) SPW_TRY(ensure_directory(job.output.dir));
   SPW_TRY(write_json_atomically(path, record));
   std::printf("spillway: %s (step %lld): eval loss %.4f on %d held-out batch%s of %d, %.2f s; "
               "%s\n",

@@ -545,6 +545,12 @@ PY
 check "another model's checkpoint exits non-zero" test $? -ne 0
 check "naming the tensor that does not fit" one_line "$work/ev-bad.txt" \
   "dataset 'tok_emb.weight' has shape [256, 32] but the model expects [256, 64]"
+# Where eval.json cannot go is said before the ranks evaluate, not after.
+timeout 120 "$mpiexec" -n 2 "${mpi_flags[@]}" -x OMP_NUM_THREADS=1 "$spillway" evaluate \
+  "$work/tiny.toml" "${eval_args[@]}" --checkpoint "$work/eval/checkpoint-5.h5" \
+  --set 'output.dir="/proc/spillway-cannot-create"' > "$work/ev-dir.txt" 2>&1
+check "an output.dir evaluate cannot create exits 1" test $? -eq 1
+check "before evaluating, in one line" test "$(grep -c "^spillway: error: rank 0: cannot create output directory /proc/spillway-cannot-create: .*$" "$work/ev-dir.txt")" -eq 1 -a "$(grep -c "evaluating on" "$work/ev-dir.txt")" -eq 0
 # spillway sample on 2 ranks runs the job's pipeline, a forward through it a token, and prints
 # what one process prints from the same checkpoint: text and ids, with stages given, planned
 # (writing nothing beside the checkpoint) and as PipeFB on 4 ranks. A bad request stops every
