@@ -24,23 +24,31 @@ MicrobatchData MicrobatchBuffers::view(std::int64_t samples, std::int64_t seq) c
 
 Status MicrobatchBuffers::resize(std::int64_t samples, std::size_t token_count,
                                  std::size_t target_count, std::size_t feature_count) {
+  // Every microbatch of a run comes through here: once the buffers have grown to a
+  // microbatch's size, resizing allocates nothing, and there is nothing to check.
+  const bool allocates = token_count > tokens.capacity() || target_count > targets.capacity() ||
+                         feature_count > features.capacity();
   const std::size_t bytes =
       (token_count + target_count) * sizeof(std::int32_t) + feature_count * sizeof(float);
-  const std::string need = "a microbatch of " + std::to_string(samples) + " samples needs " +
-                           format_bytes(bytes) + " for its inputs and targets";
-  const std::string fix = ": raise train.microbatches or lower train.batch";
-  const MemoryLedger& ledger = MemoryLedger::process();
-  if (const auto headroom = ledger.node_headroom(); headroom && bytes > *headroom) {
-    return error(StatusCode::out_of_memory, need + ", more than the " + format_bytes(*headroom) +
-                                                " this node's memory budget has left (" +
-                                                ledger.node_budget_text() + ")" + fix);
+  const auto refused = [&](const std::string& why) {
+    return error(StatusCode::out_of_memory, "a microbatch of " + std::to_string(samples) +
+                                                " samples needs " + format_bytes(bytes) +
+                                                " for its inputs and targets" + why +
+                                                ": raise train.microbatches or lower train.batch");
+  };
+  if (allocates) {
+    const MemoryLedger& ledger = MemoryLedger::process();
+    if (const auto headroom = ledger.node_headroom(); headroom && bytes > *headroom) {
+      return refused(", more than the " + format_bytes(*headroom) +
+                     " this node's memory budget has left (" + ledger.node_budget_text() + ")");
+    }
   }
   try {
     tokens.resize(token_count);
     targets.resize(target_count);
     features.resize(feature_count);
   } catch (const std::bad_alloc&) {
-    return error(StatusCode::out_of_memory, need + ", which the system refused" + fix);
+    return refused(", which the system refused");
   }
   return Status::success();
 }
