@@ -36,7 +36,8 @@
 // the middle of reading data that passed those checks can leave tensors partly loaded.
 // Datasets the model does not ask for are ignored, so a pipeline rank can load its own
 // stage's parameters from a whole-model file, and train.init_from can read any HDF5 file of
-// float32 datasets named by state_dict keys (a converted PyTorch checkpoint, say).
+// float32 datasets named by state_dict keys (a converted PyTorch checkpoint, say). Whether a
+// whole checkpoint is the job's model is checkpoint_model.hpp's question.
 #pragma once
 
 #include <cstdint>

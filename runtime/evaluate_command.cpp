@@ -6,6 +6,7 @@
 
 #include "kernels/threading.hpp"
 #include "runtime/checkpoint.hpp"
+#include "runtime/checkpoint_model.hpp"
 #include "runtime/json_file.hpp"
 #include "runtime/mpi_support.hpp"
 #include "runtime/pipeline_job.hpp"
@@ -40,7 +41,7 @@ Status run_evaluate_command(const EvaluateCommand& command, MPI_Comm comm, Failu
                        load_job_on_ranks(command.config_path, command.overrides, comm));
   job.train.init_from = command.checkpoint;
   if (command.batches > 0) job.eval.batches = command.batches;
-  auto meta = read_checkpoint_meta(command.checkpoint);
+  auto meta = read_checkpoint_meta_for(command.checkpoint, job);
   if (size > 1) SPW_TRY(agree_on_status(comm, meta.status()));
   SPW_TRY(meta.status());
   // Where eval.json goes is checked before the evaluation, not after it.

@@ -2,6 +2,7 @@
 
 #include "runtime/auto_plan.hpp"
 #include "runtime/checkpoint.hpp"
+#include "runtime/checkpoint_model.hpp"
 #include "runtime/engine_binding.hpp"
 #include "runtime/json_file.hpp"
 #include "runtime/mpi_support.hpp"
@@ -74,7 +75,7 @@ Status local_setup(const JobConfig& job, const PipelineJobOptions& options, MPI_
   SPW_ASSIGN_OR_RETURN(out.settings.engine,
                        engine_binding_for(job.offload.engine_pu, out.threads));
   if (!options.resume_from.empty()) {
-    SPW_ASSIGN_OR_RETURN(CheckpointMeta meta, read_checkpoint_meta(options.resume_from));
+    SPW_ASSIGN_OR_RETURN(CheckpointMeta meta, read_checkpoint_meta_for(options.resume_from, job));
     first_step = meta.step;
   }
   return Status::success();

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "kernels/threading.hpp"
+#include "runtime/checkpoint_model.hpp"
 #include "runtime/mpi_support.hpp"
 #include "runtime/pipeline_job.hpp"
 #include "runtime/stored_plan.hpp"
@@ -127,6 +128,9 @@ Status run_sample_command(const SampleCommand& command, MPI_Comm comm, FailureSc
   SPW_ASSIGN_OR_RETURN(JobConfig job,
                        load_job_on_ranks(command.config_path, command.overrides, comm));
   job.train.init_from = command.checkpoint;
+  // Loading it as init_from would take any model's datasets that fit (checkpoint_model.hpp).
+  const Status same_model = read_checkpoint_meta_for(command.checkpoint, job).status();
+  SPW_TRY(size > 1 ? agree_on_status(comm, same_model) : same_model);
   // The sampler reads the logits, which a chunked head does not keep; one window's logits
   // are small.
   job.model.head_chunk_rows = 0;

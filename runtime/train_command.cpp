@@ -7,6 +7,7 @@
 #include "kernels/memory_ledger.hpp"
 #include "kernels/threading.hpp"
 #include "runtime/best_checkpoint.hpp"
+#include "runtime/checkpoint_model.hpp"
 #include "runtime/json_file.hpp"
 #include "runtime/mpi_support.hpp"
 #include "runtime/node_facts.hpp"
@@ -91,6 +92,9 @@ namespace {
 Result<RunEnd> run_single_rank(const JobConfig& job, const TrainCommand& command) {
   SPW_ASSIGN_OR_RETURN(TrainSettings settings, train_settings_from(job));
   settings.resume_from = command.resume_from;
+  if (!command.resume_from.empty()) {
+    SPW_TRY(read_checkpoint_meta_for(command.resume_from, job).status());
+  }
   SPW_TRY(ensure_directory(job.output.dir));
 
   ThreadRequest threads;

@@ -354,7 +354,9 @@ SPW_API spw_status spw_trainer_save_checkpoint(spw_trainer trainer, const char* 
  *   SPW_ERR_NULL_HANDLE       trainer or path is NULL
  *   SPW_ERR_BAD_STATE         trainer was freed, or failed earlier
  *   SPW_ERR_NOT_FOUND         no such file, or a tensor the model needs is missing
- *   SPW_ERR_SHAPE_MISMATCH    a tensor has another shape (another model)
+ *   SPW_ERR_SHAPE_MISMATCH    a tensor has another shape, or the file records another
+ *                             model (a [model] key that changes what it computes, such as
+ *                             layers or heads, differs from the job's)
  *   SPW_ERR_INVALID_ARGUMENT  the file is not a spillway checkpoint of a usable step
  *   SPW_ERR_IO, SPW_ERR_COMMUNICATION  reading failed, possibly half-way through
  * Every rank returns the same code. After the first three the trainer is unchanged and

@@ -5,6 +5,8 @@
 #include "runtime/capi/abi_status.hpp"
 #include "runtime/capi/handles.hpp"
 #include "runtime/capi/trainer_support.hpp"
+#include "runtime/checkpoint_model.hpp"
+#include "runtime/mpi_support.hpp"
 #include "runtime/pipeline_checkpoint.hpp"
 #include "spillway/spillway.h"
 
@@ -28,6 +30,13 @@ spw_status save(const char* fn, spw_trainer trainer, const char* path) {
 spw_status load(const char* fn, spw_trainer trainer, const char* path) {
   if (const spw_status s = check_usable(fn, trainer)) return s;
   if (path == nullptr) return fail(fn, SPW_ERR_NULL_HANDLE, "path is NULL: pass the file to read");
+  // Every rank reads the same file; they agree all the same, as one may fail to read it.
+  const Status same_model = agree_on_status(trainer->pipeline.world,
+                                            read_checkpoint_meta_for(path, trainer->job).status());
+  if (!same_model.ok()) {
+    return same_model.code() == StatusCode::communication ? fail_collective(fn, trainer, same_model)
+                                                          : fail(fn, same_model);
+  }
   const Status loaded =
       load_pipeline_checkpoint(*trainer->pipeline.executor, trainer->pipeline.world, path);
   if (loaded.ok()) return SPW_OK;

@@ -149,6 +149,22 @@ check "with one line naming it" one_line "$work/s3.txt" \
 sample "$work/s4.txt" --prompt ""
 check "an empty prompt is named" one_line "$work/s4.txt" \
   "the prompt is empty: give at least one byte"
+# A checkpoint of another model is refused by the key that differs, also where no tensor's
+# shape tells (heads, ln_eps) or where the job would just not ask for some of its tensors.
+"$spillway" train "$work/tiny.toml" --set "output.dir=$work/other-heads" --set train.steps=4 \
+  --set model.heads=4 --resume "$work/sampled/checkpoint-3.h5" > "$work/heads.txt" 2>&1
+check "resuming another model's checkpoint exits 1" test $? -eq 1
+check "naming the key, both values and the fix" one_line "$work/heads.txt" \
+  "spillway: error: checkpoint $work/sampled/checkpoint-3.h5 holds another model than the job's: model.heads = 2 there, 4 in the job: give the job the checkpoint's model (--set model.heads=2)"
+check "before it writes a report" test ! -e "$work/other-heads/report.json"
+sample "$work/s6.txt" --set model.ln_eps=1e-6
+check "sampling it names the key" one_line "$work/s6.txt" \
+  "model.ln_eps = 1e-05 there, 1e-06 in the job: give the job the checkpoint's model (--set model.ln_eps=1e-05)"
+"$spillway" evaluate "$work/tiny.toml" --checkpoint "$work/sampled/checkpoint-3.h5" \
+  --set model.heads=1 --set "output.dir=$work/ev-heads" > "$work/ev-heads.txt" 2>&1
+check "evaluating it exits 1" test $? -eq 1
+check "naming the key" one_line "$work/ev-heads.txt" "model.heads = 2 there, 1 in the job"
+check "and writes no eval.json" test ! -e "$work/ev-heads/eval.json"
 
 # A model of 1,000 ids (synthetic data draws them all) is sampled in ids, and only so.
 "$spillway" train "$work/tiny.toml" --set "output.dir=$work/ids" --set model.vocab=1000 \

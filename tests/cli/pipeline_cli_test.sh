@@ -370,8 +370,16 @@ expect_error "a range gap" "must start at block 2" --set "parallel.stages=[[0,1]
 expect_error "ranges short of the last block" "the last range must end at 3" \
   --set "parallel.stages=[[0,1],[2,2]]"
 expect_error "a checkpoint of another width" \
-  "dataset 'tok_emb.weight' has shape [256, 32] but the model expects [256, 64]" \
+  "spillway: error: checkpoint $work/ckpt/checkpoint-2.h5 holds another model than the job's: model.d_model = 32 there, 64 in the job: give the job the checkpoint's model (--set model.d_model=32)" \
   --set model.d_model=64 --resume "$work/ckpt/checkpoint-2.h5"
+# Keys that shape no tensor, or whose extra tensors a stage would not ask for, are compared
+# with the job the checkpoint's run was started with.
+expect_error "a checkpoint of other heads" \
+  "holds another model than the job's: model.heads = 2 there, 4 in the job: give the job the checkpoint's model (--set model.heads=2)" \
+  --set model.heads=4 --resume "$work/ckpt/checkpoint-2.h5"
+expect_error "a checkpoint of more layers" \
+  "holds another model than the job's: model.layers = 2 there, 1 in the job; model.ln_eps = 1e-05 there, 0.001 in the job: give the job the checkpoint's model (--set model.layers=2 --set model.ln_eps=1e-05)" \
+  --set model.layers=1 --set model.ln_eps=1e-3 --resume "$work/ckpt/checkpoint-2.h5"
 expect_error "a checkpoint past the last step" "is at step 4 and the job has 3 steps" \
   --set train.steps=3 --resume "$work/ckpt/checkpoint-4.h5"
 
@@ -543,8 +551,8 @@ PY
 "$spillway" evaluate "$work/tiny.toml" --set parallel.stages=1 "${eval_args[@]}" \
   --set model.d_model=64 --checkpoint "$work/eval/checkpoint-5.h5" > "$work/ev-bad.txt" 2>&1
 check "another model's checkpoint exits non-zero" test $? -ne 0
-check "naming the tensor that does not fit" one_line "$work/ev-bad.txt" \
-  "dataset 'tok_emb.weight' has shape [256, 32] but the model expects [256, 64]"
+check "naming the key that differs" one_line "$work/ev-bad.txt" \
+  "holds another model than the job's: model.d_model = 32 there, 64 in the job"
 # Where eval.json cannot go is said before the ranks evaluate, not after.
 timeout 120 "$mpiexec" -n 2 "${mpi_flags[@]}" -x OMP_NUM_THREADS=1 "$spillway" evaluate \
   "$work/tiny.toml" "${eval_args[@]}" --checkpoint "$work/eval/checkpoint-5.h5" \
