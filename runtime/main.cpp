@@ -2,6 +2,7 @@
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -57,6 +58,19 @@ void add_job_file(CLI::App* app, std::string& path, const std::string& descripti
   add_required_file(app, "config", path, description);
 }
 
+// A count of at least one. CLI::PositiveNumber's message spells out its range up to the
+// largest double (309 digits) and said "Value 0 not in range 0.000000 to ...".
+const CLI::Validator kAtLeastOne(
+    [](std::string& text) -> std::string {
+      long long value = 0;
+      const char* end = text.data() + text.size();
+      const auto [stop, error] = std::from_chars(text.data(), end, value);
+      if (error == std::errc() && stop == end && value >= 1) return "";
+      if (error == std::errc::result_out_of_range) return text + " is too large";
+      return "must be a whole number of at least 1, got " + text;
+    },
+    "N >= 1");
+
 int fail(const spw::Status& status) {
   std::fprintf(stderr, "spillway: error: %s\n", status.message().c_str());
   return 1;
@@ -95,7 +109,7 @@ int main(int argc, char** argv) {
   evaluate_app
       ->add_option("--batches", evaluate.batches,
                    "Held-out batches of train.batch samples (default: eval.batches)")
-      ->check(CLI::PositiveNumber);
+      ->check(kAtLeastOne);
   evaluate_app->add_option("--set", evaluate.overrides, "Override a job-file key (repeatable)");
   evaluate_app->add_option("--output", evaluate.output_path,
                            "Where to write the result (default: output.dir/eval.json)");
@@ -115,7 +129,7 @@ int main(int argc, char** argv) {
   sample_app
       ->add_option("--bytes,--tokens", sample.settings.bytes,
                    "Bytes (or tokens) to add (default 200)")
-      ->check(CLI::PositiveNumber);
+      ->check(kAtLeastOne);
   sample_app->add_option("--temperature", sample.settings.temperature,
                          "Below 1 sharper, above 1 flatter, 0 the likeliest byte (default 1)");
   sample_app->add_option("--top-k", sample.settings.top_k,
@@ -131,7 +145,7 @@ int main(int argc, char** argv) {
   profile_app->add_option("--output", profile.output_path,
                           "Where to write the profile (default: output.dir/profile.json)");
   profile_app->add_option("--repeats", profile.repeats, "Timed runs per pass (median)")
-      ->check(CLI::PositiveNumber);
+      ->check(kAtLeastOne);
 
   spw::PlanCommand plan;
   CLI::App* plan_app = app.add_subcommand(
@@ -155,7 +169,7 @@ int main(int argc, char** argv) {
                        "Where to write the plan (default: output.dir/plan.json)");
   plan_app->add_option("--set", plan.overrides, "Override a job-file key (repeatable)");
   plan_app->add_option("--repeats", plan.repeats, "Timed runs per pass when profiling (median)")
-      ->check(CLI::PositiveNumber);
+      ->check(kAtLeastOne);
 
   try {
     app.parse(argc, argv);

@@ -146,6 +146,10 @@ sample "$work/s3.txt" --temperature -0.5
 check "a negative temperature exits non-zero" test $? -ne 0
 check "with one line naming it" one_line "$work/s3.txt" \
   "temperature must be 0 (greedy) or more, got -0.5"
+sample "$work/s7.txt" --bytes 0
+check "no bytes to write is a usage error" test $? -eq 2
+check "said in one line" one_line "$work/s7.txt" \
+  "spillway: error: --bytes: must be a whole number of at least 1, got 0 (spillway sample --help lists the options)"
 sample "$work/s4.txt" --prompt ""
 check "an empty prompt is named" one_line "$work/s4.txt" \
   "the prompt is empty: give at least one byte"
