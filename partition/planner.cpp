@@ -356,7 +356,11 @@ Result<Plan> Search::run() {
     if (fixed_offload() && s.generated) {
       PipelineLayout tried = l;
       tried.offload = q_.offload.fixed;
-      if (!check_offload(tried).ok()) continue;  // peer without a partner in this layout
+      if (const Status fits = check_offload(tried); !fits.ok()) {  // peer without a partner
+        if (!offload_refusal_) offload_refusal_ = fits.message();
+        continue;
+      }
+      offload_fit_ = true;
       const Evaluated plain = e;
       SPW_ASSIGN_OR_RETURN(e, simulate_offload(s, l, q_.offload.fixed, plain));
     }
@@ -410,6 +414,16 @@ Result<Plan> Search::run() {
       SPW_ASSIGN_OR_RETURN(Evaluated o, simulate_offload(s, l, tried.offload, plain));
       consider_smallest(c, o);
     }
+  }
+  if (offload_refusal_ && !offload_fit_) {
+    // Said before, the planner reported a memory shortfall, of a layout the tier cannot run
+    // or of none ("no candidate was evaluated").
+    return error(StatusCode::invalid_argument,
+                 "planner: the job's offload policy (" + offload_text(q_.offload.fixed) +
+                     ") fits no layout of " + std::to_string(topo_.ranks) + " rank(s): " +
+                     // check_offload speaks of "layout: ..." when a layout is given it.
+                     (offload_refusal_->starts_with("layout: ") ? offload_refusal_->substr(8)
+                                                                : *offload_refusal_));
   }
   std::string found = "no candidate was evaluated";
   if (smallest_) {

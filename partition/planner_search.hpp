@@ -12,12 +12,13 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <utility>
 
 #include "partition/generators.hpp"
-#include "partition/plan_memory_hint.hpp"
 #include "partition/offload_pass.hpp"
+#include "partition/plan_memory_hint.hpp"
 #include "partition/planner.hpp"
 #include "partition/planner_bound.hpp"
 #include "partition/planner_mapping.hpp"
@@ -148,6 +149,10 @@ class Search {
   std::int64_t pruned_peak_ = std::numeric_limits<std::int64_t>::max();
   Candidate pruned_{};
   std::optional<std::pair<Candidate, Evaluated>> smallest_;  // the lowest peak, for the error
+  // Why the job's own offload tier did not fit a layout (peer without a partner), and whether
+  // it fit any, for the error when it fits none.
+  std::optional<std::string> offload_refusal_;
+  bool offload_fit_ = false;
   std::array<FamilyRecord, 2> families_;
   std::array<double, 2> unexplored_bound_ = {std::numeric_limits<double>::infinity(),
                                              std::numeric_limits<double>::infinity()};

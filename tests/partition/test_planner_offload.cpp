@@ -201,6 +201,32 @@ TEST(PlannerOffload, AFixedPolicyPricesEveryCandidate) {
   EXPECT_LE(fixed->iteration_s, priced->iteration_s);
 }
 
+// The peer tier on one rank: no layout has a partner, so nothing is planned. The error says
+// so, where it used to report a memory shortfall ("no candidate was evaluated").
+TEST(PlannerOffload, APeerPolicyWithoutAPartnerInAnyLayoutSaysSo) {
+  PlanRequest q = four_heavy_blocks(std::int64_t{1} << 30);
+  q.topology = *synthetic_topology(1, 1, {1e10, 1e-6}, {1e10, 1e-6});
+  q.offload.choose = false;
+  q.offload.fixed = {OffloadTier::peer, 1, 1};
+  // Under a cap the layout fits without offload, and under one it does not.
+  for (const std::int64_t cap : {std::int64_t{1} << 30, std::int64_t{1} << 40}) {
+    q.memory_cap_bytes = cap;
+    const auto plan = make_plan(q);
+    ASSERT_FALSE(plan.ok()) << cap;
+    EXPECT_EQ(plan.status().code(), StatusCode::invalid_argument);
+    EXPECT_EQ(plan.status().message(),
+              "planner: the job's offload policy (peer keep 1 lookahead 1) fits no layout of 1 "
+              "rank(s): the peer offload tier needs a partner rank for every rank, and rank 0 "
+              "of a pipeline of 1 without replicas has none: use the file tier or another "
+              "layout");
+  }
+  // Two ranks give one: as replicas (each the other's partner) or as stages.
+  q.topology = *synthetic_topology(1, 2, {1e10, 1e-6}, {1e10, 1e-6});
+  const auto two = make_plan(q);
+  ASSERT_TRUE(two.ok()) << two.status().message();
+  EXPECT_EQ(two->offload, q.offload.fixed) << two->explanation;
+}
+
 TEST(PlannerOffload, AFixedPolicyIsChecked) {
   PlanRequest q = four_heavy_blocks(std::int64_t{1} << 30);
   q.offload.fixed = {OffloadTier::file, 1, 1};
