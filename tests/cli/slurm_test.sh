@@ -63,10 +63,11 @@ mkdir -p "$work/fake-bin" "$work/requeued"
 touch "$work/requeue.toml"
 printf '#!/bin/sh\necho "srun $*"\n' > "$work/fake-bin/srun"
 chmod +x "$work/fake-bin/srun"
-requeued_run() {  # requeued_run LOG: slurm-train.sbatch as a first requeue would run it
+requeued_run() {  # requeued_run LOG [ARGS...]: slurm-train.sbatch as a first requeue would run it
+  local log=$1; shift
   (cd "$work" && PATH="$work/fake-bin:$PATH" SLURM_JOB_ID=7 SLURM_JOB_NODELIST=localhost \
      SLURM_RESTART_COUNT=1 SPILLWAY=$spillway CONFIG=$work/requeue.toml OUT=$work/requeued \
-     bash "$jobscripts/slurm-train.sbatch") > "$1" 2>&1
+     bash "$jobscripts/slurm-train.sbatch" "$@") > "$log" 2>&1
 }
 requeued_run "$work/requeued-none.log"
 check "requeued without a checkpoint, the job starts over" bash -c \
@@ -76,6 +77,16 @@ touch "$work/requeued/checkpoint-2.h5" "$work/requeued/checkpoint-10.h5"
 requeued_run "$work/requeued-two.log"
 check "requeued with checkpoints, it resumes from the newest step" \
   grep -q -- "--resume $work/requeued/checkpoint-10.h5\$" "$work/requeued-two.log"
+# A job file given as the first argument (relative to where sbatch ran) wins over CONFIG, and
+# the arguments after it go to spillway train.
+touch "$work/positional.toml"
+requeued_run "$work/positional.log" positional.toml --set train.steps=9
+check "a first argument that is no option is the job file" \
+  grep -q -- "^srun .* train $work/positional.toml --set output.dir=$work/requeued .*--set train.steps=9\$" \
+  "$work/positional.log"
+requeued_run "$work/options-only.log" --set train.steps=9
+check "options alone leave CONFIG's" \
+  grep -q -- "^srun .* train $work/requeue.toml .*--set train.steps=9\$" "$work/options-only.log"
 
 start=$(date +%s)
 if ! "$jobscripts/local-slurm.sh" start; then
