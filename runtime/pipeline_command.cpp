@@ -22,6 +22,22 @@ namespace spw {
 
 namespace {
 
+// A stash whose copy to the tier failed stays in memory and the run goes on (a full disk
+// under the file tier, say), so it is said at the end, per rank: report.json alone counted
+// them, and a run that asked to offload kept its stashes without a word.
+void warn_of_failed_evictions(const nlohmann::json& ranks) {
+  std::fflush(stdout);  // after the run's last lines, where a terminal shows both streams
+  for (const nlohmann::json& r : ranks) {
+    const double failed = r["offload"].value("failed_evictions", 0.0);
+    if (failed <= 0) continue;
+    std::fprintf(stderr,
+                 "spillway: warning: rank %d: %.0f stash copies to the offload tier failed and "
+                 "those stashes stayed in memory; the first: %s\n",
+                 r.value("rank", -1), failed,
+                 r["offload"].value("first_failed_eviction", std::string("?")).c_str());
+  }
+}
+
 // Trains the opened job and writes its report; scope says who shares a failure.
 Result<RunEnd> train_opened_job(const JobConfig& job, const TrainCommand& command,
                                 PipelineJob& opened, FailureScope& scope) {
@@ -204,6 +220,7 @@ Result<RunEnd> train_opened_job(const JobConfig& job, const TrainCommand& comman
               report_path.c_str(), timeline_note.c_str());
   std::printf("spillway: time by op, per step, all ranks: %s\n",
               describe_time_by_op(op_times.all_ranks, 4).c_str());
+  warn_of_failed_evictions(pipeline["measured"]["ranks"]);
   if (stopped) std::printf("%s\n", describe(*stopped, command).c_str());
   return end;
 }

@@ -82,6 +82,7 @@ struct OffloadTotals {
   std::string tier;  // empty: no offload
   offload::EngineStats engine;
   std::int64_t failed_evictions = 0;  // stashes that stayed resident because a copy failed
+  std::string first_failed_eviction;  // the first such copy's error (empty: none failed)
   int engine_pu = -1;                 // the PU its thread is bound to, -1: unbound
   bool engine_shares_core = false;    // it can run on a core a compute thread runs on
   std::string engine_binding;         // why it runs there (EngineBinding::why, or the failure)
@@ -373,6 +374,7 @@ class PipelineExecutor {
   std::vector<bool> chunk_offloads_;  // [chunk] the training list offloads some of its stashes
   std::vector<std::pair<int, int>> evicting_;  // (chunk, mb) whose eviction may be running
   std::int64_t failed_evictions_ = 0;
+  std::string first_failed_eviction_;
   std::vector<std::size_t> stash_estimate_;  // [chunk] the most one forward allocated so far
   std::vector<std::size_t> grads_estimate_;  // [chunk] the most one backward's gradients held
   // [chunk] the largest slot seen at retirement: with offload, slots give their memory back,

@@ -242,7 +242,7 @@ void PipelineExecutor::settle_eviction(Slot& s, int chunk, int mb, bool block) {
   const double end = now();
   record(TraceTrack::offload, sched::Instruction::offload(mb, chunk), 0, s.transfer_started, end);
   if (!copied.ok()) {
-    ++failed_evictions_;
+    if (failed_evictions_++ == 0) first_failed_eviction_ = copied.message();
     s.residency = Slot::Residency::resident;
     return;
   }
@@ -370,6 +370,7 @@ OffloadTotals PipelineExecutor::offload_totals() const {
   totals.engine = engine_->stats();
   totals.transfers = engine_->transfers();
   totals.failed_evictions = failed_evictions_;
+  totals.first_failed_eviction = first_failed_eviction_;
   totals.engine_pu = engine_->bound_pu();
   totals.engine_shares_core = engine_shares_core(engine_->cpus(), settings_.engine.compute_pus);
   totals.engine_binding =

@@ -202,6 +202,8 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
                     "gathering the pipeline report"));
   SPW_ASSIGN_OR_RETURN(std::vector<std::string> engine_binding,
                        gather_strings(world, offload.engine_binding));
+  SPW_ASSIGN_OR_RETURN(std::vector<std::string> first_failed_eviction,
+                       gather_strings(world, offload.first_failed_eviction));
   SPW_ASSIGN_OR_RETURN(const nlohmann::json offload_by_node,
                        offload_rate_by_node(offload, world, executor.world_rank(), node_of));
   if (executor.world_rank() != 0) return nlohmann::json();
@@ -238,33 +240,35 @@ Result<nlohmann::json> pipeline_report(PipelineExecutor& executor, MPI_Comm worl
     // assume) from those where a core ran slower for a while.
     nlohmann::json busy_by_step = nlohmann::json::array();
     for (std::size_t k = 0; k < steps; ++k) busy_by_step.push_back(at(r, k));
-    ranks.push_back({{"rank", r},
-                     {"pipeline_rank", layout.pipeline_rank_of(r)},
-                     {"replica", layout.replica_of(r)},
-                     {"busy_seconds", at(r, medians)},
-                     {"busy_seconds_by_step", busy_by_step},
-                     {"span_seconds", at(r, medians + 1)},
-                     {"receive_wait_seconds", at(r, medians + 2)},
-                     {"optimizer_seconds", at(r, medians + 3)},
-                     {"offload",
-                      {{"wait_seconds_per_step", at(r, offload_at)},
-                       {"bytes_evicted", at(r, offload_at + 1)},
-                       {"bytes_prefetched", at(r, offload_at + 2)},
-                       {"evict_seconds", at(r, offload_at + 3)},
-                       {"prefetch_seconds", at(r, offload_at + 4)},
-                       {"failed_evictions", at(r, offload_at + 5)},
-                       {"evict_cpu_seconds", at(r, offload_at + 6)},
-                       {"prefetch_cpu_seconds", at(r, offload_at + 7)},
-                       {"engine_pu", static_cast<int>(at(r, offload_at + 8))},
-                       {"engine_shares_core", at(r, offload_at + 9) != 0},
-                       {"prefetch_map_seconds", at(r, offload_at + 10)},
-                       {"prefetch_map_cpu_seconds", at(r, offload_at + 11)},
-                       {"engine_binding", engine_binding[static_cast<std::size_t>(r)]}}},
-                     {"sent_bytes_per_step", at(r, sent_at)},
-                     {"allocated_bytes_per_step", at(r, sent_at + 1)},
-                     {"peak_bytes", static_cast<std::size_t>(at(r, memory_at))},
-                     {"peak_bytes_by_category", by_category(peak)},
-                     {"peak_rss_bytes", static_cast<std::size_t>(at(r, rss_at))}});
+    ranks.push_back(
+        {{"rank", r},
+         {"pipeline_rank", layout.pipeline_rank_of(r)},
+         {"replica", layout.replica_of(r)},
+         {"busy_seconds", at(r, medians)},
+         {"busy_seconds_by_step", busy_by_step},
+         {"span_seconds", at(r, medians + 1)},
+         {"receive_wait_seconds", at(r, medians + 2)},
+         {"optimizer_seconds", at(r, medians + 3)},
+         {"offload",
+          {{"wait_seconds_per_step", at(r, offload_at)},
+           {"bytes_evicted", at(r, offload_at + 1)},
+           {"bytes_prefetched", at(r, offload_at + 2)},
+           {"evict_seconds", at(r, offload_at + 3)},
+           {"prefetch_seconds", at(r, offload_at + 4)},
+           {"failed_evictions", at(r, offload_at + 5)},
+           {"first_failed_eviction", first_failed_eviction[static_cast<std::size_t>(r)]},
+           {"evict_cpu_seconds", at(r, offload_at + 6)},
+           {"prefetch_cpu_seconds", at(r, offload_at + 7)},
+           {"engine_pu", static_cast<int>(at(r, offload_at + 8))},
+           {"engine_shares_core", at(r, offload_at + 9) != 0},
+           {"prefetch_map_seconds", at(r, offload_at + 10)},
+           {"prefetch_map_cpu_seconds", at(r, offload_at + 11)},
+           {"engine_binding", engine_binding[static_cast<std::size_t>(r)]}}},
+         {"sent_bytes_per_step", at(r, sent_at)},
+         {"allocated_bytes_per_step", at(r, sent_at + 1)},
+         {"peak_bytes", static_cast<std::size_t>(at(r, memory_at))},
+         {"peak_bytes_by_category", by_category(peak)},
+         {"peak_rss_bytes", static_cast<std::size_t>(at(r, rss_at))}});
   }
 
   // The simulator, fed with this run's costs: stage s's figures averaged over its replicas,

@@ -125,6 +125,25 @@ check "an unwritable output dir names it" grep -q "/proc/forbidden" "$work/dir.t
 "$spillway" train "$work/missing.toml" > "$work/missing.txt" 2>&1
 check "a missing job file exits non-zero" test $? -ne 0
 
+# A stash copy that fails (here past a file-size limit of 4 MiB, with SIGXFSZ ignored so that
+# the write returns EFBIG, as a full disk returns ENOSPC; MPI's own files need about 1 MiB)
+# leaves the stash in memory and the run goes on; it says so at the end, where only
+# report.json counted them. A microbatch of 4 x 128 tokens of width 256 stashes about 6 MiB.
+(trap '' XFSZ; ulimit -f 4096
+ "$spillway" train "$work/tiny.toml" --set "output.dir=$work/full-tier" --set model.d_model=256 \
+   --set model.seq=128 --set train.batch=16 --set train.microbatches=4 --set parallel.stages=1 \
+   --set 'parallel.schedule="gpipe"' --set 'offload.tier="file"' --set "offload.dir=\"$work\"" \
+   --set output.trace=false) > "$work/full-tier.txt" 2>&1
+check "a run whose stash copies fail ends well" test $? -eq 0
+check "saying so at the end" grep -q \
+  "^spillway: warning: rank 0: [0-9]* stash copies to the offload tier failed and those stashes stayed in memory; the first: evicting stash [0-9]* to the file tier: writing stash [0-9]* to a file in $work failed at byte .*(File too large)" \
+  "$work/full-tier.txt"
+check "report.json counts them and keeps the first error" python3 - "$work/full-tier/report.json" <<'PY'
+import json, sys
+o = json.load(open(sys.argv[1]))["pipeline"]["measured"]["ranks"][0]["offload"]
+sys.exit(0 if o["failed_evictions"] > 0 and "File too large" in o["first_failed_eviction"] else 1)
+PY
+
 # spillway sample: the prompt and exactly --bytes more, the same for the same seed.
 "$spillway" train "$work/tiny.toml" --set "output.dir=$work/sampled" \
   --set output.checkpoint_every=3 > /dev/null 2>&1
