@@ -7,6 +7,7 @@
 // bytes, metadata image and tensors, with POSIX calls whose every error it handles.
 #include <fcntl.h>
 #include <hdf5.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,8 +18,10 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <utility>
 
+#include "kernels/memory_ledger.hpp"
 #include "runtime/checkpoint.hpp"
 #include "runtime/checkpoint_format.hpp"
 #include "runtime/hdf5_support.hpp"
@@ -368,10 +371,53 @@ Result<std::vector<CheckpointRegion>> checkpoint_regions(const std::vector<Named
   return regions;
 }
 
+namespace {
+
+// The layout's scratch file reaches the checkpoint's whole size (its tensors are holes), so
+// under a file-size limit (ulimit -f) its closing flush fails, which HDF5 1.10 answers with a
+// crash at exit (see the top of this file). So a checkpoint that cannot fit the limit is
+// refused before HDF5 sees it. The margin covers the metadata: headers and links, a few
+// hundred bytes a dataset.
+Status check_file_size_limit(const CheckpointOutline& outline) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_FSIZE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) {
+    return Status::success();
+  }
+  auto dataset_bytes = [](const std::vector<CheckpointTensorSpec>& specs, std::int64_t& count) {
+    std::set<std::string> seen;  // the parts of a dataset share it
+    std::int64_t bytes = 0;
+    for (const CheckpointTensorSpec& s : specs) {
+      if (!seen.insert(s.name).second) continue;
+      std::int64_t elements = 1;
+      for (std::int64_t extent : s.shape) elements *= extent;
+      bytes += elements * static_cast<std::int64_t>(sizeof(float));
+      ++count;
+    }
+    return bytes;
+  };
+  std::int64_t datasets = 0;
+  std::int64_t bytes = dataset_bytes(outline.parameters, datasets);
+  std::int64_t optimizer_datasets = 0;
+  const std::int64_t per_state = dataset_bytes(outline.optimizer_parameters, optimizer_datasets);
+  const auto states = static_cast<std::int64_t>(outline.state_names.size());
+  bytes += per_state * states;
+  datasets += optimizer_datasets * states;
+  const std::int64_t needed = bytes + (std::int64_t{1} << 20) + 4096 * datasets;
+  if (static_cast<rlim_t>(needed) <= limit.rlim_cur) return Status::success();
+  return error(StatusCode::io_error, "the checkpoint takes about " +
+                                         format_bytes(static_cast<std::size_t>(needed)) +
+                                         ", more than the largest file this process may write, " +
+                                         format_bytes(static_cast<std::size_t>(limit.rlim_cur)) +
+                                         " (ulimit -f): raise that limit");
+}
+
+}  // namespace
+
 Result<std::vector<std::int64_t>> create_checkpoint_skeleton(const std::string& temporary,
                                                              const CheckpointOutline& outline) {
   SPW_TRY(check_specs(outline.parameters));
   SPW_TRY(check_specs(outline.optimizer_parameters));
+  SPW_TRY(check_file_size_limit(outline));
   const QuietHdf5 quiet;
   StagingFile staging;
   SPW_TRY(staging.create());

@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <charconv>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -198,6 +199,11 @@ int main(int argc, char** argv) {
   }
 
   MpiSession mpi(argc, argv);
+  // Past a file-size limit (ulimit -f) the kernel kills a writer with SIGXFSZ, and a
+  // checkpoint or report then ended the job with "File size limit exceeded". Ignored, the
+  // write fails with EFBIG, which the writers report in a line and clean up after. Set here,
+  // after MPI starts, since Open MPI gives its ranks the default action back.
+  std::signal(SIGXFSZ, SIG_IGN);
   // A model too big for the node then fails with a message rather than at the OOM killer's
   // hand. Without the node's figures the job runs as it would have, unguarded.
   auto node_budget = spw::NodeMemoryBudgetScope::install(MPI_COMM_WORLD);

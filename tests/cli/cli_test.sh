@@ -144,6 +144,16 @@ o = json.load(open(sys.argv[1]))["pipeline"]["measured"]["ranks"][0]["offload"]
 sys.exit(0 if o["failed_evictions"] > 0 and "File too large" in o["first_failed_eviction"] else 1)
 PY
 
+# Under a file-size limit a checkpoint that cannot fit it is refused in a line, before HDF5
+# lays it out: HDF5 1.10 crashed at exit after the failed flush (segmentation fault). About
+# 12 MiB of parameters and AdamW state against 4 MiB.
+(ulimit -f 4096
+ "$spillway" train "$work/tiny.toml" --set "output.dir=$work/fsize" --set model.d_model=256 \
+   --set model.seq=128 --set train.steps=2 --set output.checkpoint_every=1) > "$work/fsize.txt" 2>&1
+check "a checkpoint past ulimit -f exits 1" test $? -eq 1
+check "naming the limit" grep -q "^spillway: error: writing checkpoint $work/fsize/checkpoint-1.h5: the checkpoint takes about 1[0-9.]* MiB, more than the largest file this process may write, 4.00 MiB (ulimit -f): raise that limit\$" "$work/fsize.txt"
+check "and leaves no checkpoint or temporary" test -z "$(ls "$work/fsize" | grep -v report)"
+
 # spillway sample: the prompt and exactly --bytes more, the same for the same seed.
 "$spillway" train "$work/tiny.toml" --set "output.dir=$work/sampled" \
   --set output.checkpoint_every=3 > /dev/null 2>&1
