@@ -47,10 +47,12 @@ pbs_job() {
      "${job_env[@]}" bash "$script") > "$log" 2>&1
 }
 
-job_env=()
 # The sanitizer build's settings (the asan preset turns leak checks off: Open MPI's own
-# allocations outlive MPI_Finalize) pass through the clean environment, as qsub -v would.
-[ -n "${ASAN_OPTIONS:-}" ] && job_env+=(ASAN_OPTIONS="$ASAN_OPTIONS")
+# allocations outlive MPI_Finalize) pass through the clean environment, as qsub -v would, in
+# every job below.
+sanitizer_env=()
+[ -n "${ASAN_OPTIONS:-}" ] && sanitizer_env+=(ASAN_OPTIONS="$ASAN_OPTIONS")
+job_env=("${sanitizer_env[@]}")
 start=$(date +%s)
 pbs_job "$work/job.log" "$@"
 status=$?
@@ -75,7 +77,7 @@ PY
 # Stopped early (SIGUSR1 to mpirun, which passes it to the ranks, as a site's walltime
 # warning would reach them): the job ends with spillway's status 75 and a checkpoint in OUT.
 sed 's/^steps = 20$/steps = 100000/' "$work/tiny.toml" > "$work/long.toml"
-job_env=(CONFIG="$work/long.toml" OUT="$work/stopped")
+job_env=("${sanitizer_env[@]}" CONFIG="$work/long.toml" OUT="$work/stopped")
 pbs_job "$work/stopped.log" "$@" &
 job_pid=$!
 for i in $(seq 600); do grep -q '^spillway: gpt' "$work/stopped.log" 2>/dev/null && break; sleep 0.1; done
@@ -97,7 +99,7 @@ stopped_at=$(basename "$latest" .h5)
 stopped_at=${stopped_at#checkpoint-}
 end=$(( stopped_at + 5 ))
 sed "s/^steps = 20\$/steps = $end/" "$work/tiny.toml" > "$work/resume.toml"
-job_env=(CONFIG="$work/resume.toml" OUT="$work/stopped" RESUME="$latest")
+job_env=("${sanitizer_env[@]}" CONFIG="$work/resume.toml" OUT="$work/stopped" RESUME="$latest")
 pbs_job "$work/resumed.log" "$@"
 check "submitted again with RESUME, it goes on from that checkpoint to the end" bash -c \
   "grep -q -- '--resume $latest' '$work/resumed.log' && grep -q '^step $end/$end' '$work/resumed.log'"
@@ -105,7 +107,7 @@ check "its first step is the one after the checkpoint's" \
   test "$(grep -m 1 -o '^step [0-9]*/' "$work/resumed.log")" = "step $(( stopped_at + 1 ))/"
 pkill -9 -f -- "$work/long.toml" 2>/dev/null
 
-job_env=(SPILLWAY="$work/no-such-binary")
+job_env=("${sanitizer_env[@]}" SPILLWAY="$work/no-such-binary")
 pbs_job "$work/nobin.log" "$@"
 status=$?
 check "a missing binary exits 1" test $status -eq 1
