@@ -376,8 +376,8 @@ namespace {
 // The layout's scratch file reaches the checkpoint's whole size (its tensors are holes), so
 // under a file-size limit (ulimit -f) its closing flush fails, which HDF5 1.10 answers with a
 // crash at exit (see the top of this file). So a checkpoint that cannot fit the limit is
-// refused before HDF5 sees it. The margin covers the metadata: headers and links, a few
-// hundred bytes a dataset.
+// refused before HDF5 sees it. The margin, 1 MiB and 4 KiB a dataset, is well above what
+// the metadata takes (headers and links, a few hundred bytes a dataset).
 Status check_file_size_limit(const CheckpointOutline& outline) {
   rlimit limit{};
   if (::getrlimit(RLIMIT_FSIZE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) {

@@ -59,11 +59,12 @@ void add_job_file(CLI::App* app, std::string& path, const std::string& descripti
   add_required_file(app, "config", path, description);
 }
 
-// A count of at least one. CLI::PositiveNumber's message spells out its range up to the
-// largest double (309 digits) and said "Value 0 not in range 0.000000 to ...".
+// A count of at least one, for the int options below. CLI::PositiveNumber's message spells
+// out its range up to the largest double (309 digits) and said "Value 0 not in range
+// 0.000000 to ...".
 const CLI::Validator kAtLeastOne(
     [](std::string& text) -> std::string {
-      long long value = 0;
+      int value = 0;
       const char* end = text.data() + text.size();
       const auto [stop, error] = std::from_chars(text.data(), end, value);
       if (error == std::errc() && stop == end && value >= 1) return "";
