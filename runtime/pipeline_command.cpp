@@ -232,6 +232,7 @@ Result<RunEnd> run_pipeline_job(const JobConfig& job, const TrainCommand& comman
   scope = FailureScope::all_ranks;
   PipelineJobOptions options;
   options.trace = true;
+  options.lock_output_dir = true;
   options.resume_from = command.resume_from;
   options.predict = command.predict;
   SPW_ASSIGN_OR_RETURN(PipelineJob opened, open_pipeline_job(job, comm, options));

@@ -66,6 +66,9 @@ Status local_setup(const JobConfig& job, const PipelineJobOptions& options, MPI_
   // An empty output.dir (spillway sample's) plans without writing or reading any file.
   if (out.rank == 0 && !job.output.dir.empty() && (options.create_output_dir || plans)) {
     SPW_TRY(ensure_directory(job.output.dir));
+    if (options.lock_output_dir) {
+      SPW_ASSIGN_OR_RETURN(out.output_lock, OutputDirLock::acquire(job.output.dir));
+    }
   }
   ThreadRequest request;
   request.threads = job.threads.count;

@@ -13,6 +13,7 @@
 #include "kernels/status.hpp"
 #include "kernels/threading.hpp"
 #include "runtime/job_config.hpp"
+#include "runtime/output_lock.hpp"
 #include "runtime/pipeline_executor.hpp"
 #include "runtime/pipeline_layout.hpp"
 
@@ -40,6 +41,9 @@ struct PipelineJobOptions {
   // Rank 0 creates output.dir even when the planner does not need it (the CLI writes its
   // report there; the C ABI writes nothing unless the planner caches its measurements).
   bool create_output_dir = true;
+  // Rank 0 holds output.dir's lock for the job's life (runtime/output_lock.hpp): spillway
+  // train's runs, not evaluations or samples.
+  bool lock_output_dir = false;
   // A checkpoint to continue from (load_pipeline_checkpoint); empty: a fresh start.
   std::string resume_from;
   // When the job forces its layout: measure as stages = "auto" does and let the planner's
@@ -69,6 +73,7 @@ struct PipelineJob {
   // The plan (runtime/plan_record.hpp) when planned or predicted, else null; every rank.
   nlohmann::json plan_record;
   std::unique_ptr<PipelineExecutor> executor;
+  OutputDirLock output_lock;  // rank 0's, with PipelineJobOptions::lock_output_dir
 };
 
 // open_pipeline_job as spillway evaluate and sample open `job`: built for forwards

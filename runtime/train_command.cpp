@@ -12,6 +12,7 @@
 #include "runtime/mpi_support.hpp"
 #include "runtime/node_facts.hpp"
 #include "runtime/op_report.hpp"
+#include "runtime/output_lock.hpp"
 #include "runtime/pipeline_command.hpp"
 #include "runtime/pipeline_job.hpp"
 #include "runtime/progress.hpp"
@@ -96,6 +97,7 @@ Result<RunEnd> run_single_rank(const JobConfig& job, const TrainCommand& command
     SPW_TRY(read_checkpoint_meta_for(command.resume_from, job).status());
   }
   SPW_TRY(ensure_directory(job.output.dir));
+  SPW_ASSIGN_OR_RETURN(const OutputDirLock lock, OutputDirLock::acquire(job.output.dir));
 
   ThreadRequest threads;
   threads.threads = job.threads.count;

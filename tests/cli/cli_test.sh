@@ -154,9 +154,29 @@ check "a checkpoint past ulimit -f exits 1" test $? -eq 1
 check "naming the limit" grep -q "^spillway: error: writing checkpoint $work/fsize/checkpoint-1.h5: the checkpoint takes about 1[0-9.]* MiB, more than the largest file this process may write, 4.00 MiB (ulimit -f): raise that limit\$" "$work/fsize.txt"
 check "and leaves no checkpoint or temporary" test -z "$(ls "$work/fsize" | grep -v report)"
 
-# spillway sample: the prompt and exactly --bytes more, the same for the same seed.
+# A checkpoint to sample and evaluate below.
 "$spillway" train "$work/tiny.toml" --set "output.dir=$work/sampled" \
   --set output.checkpoint_every=3 > /dev/null 2>&1
+
+# One training run at a time in an output.dir: a second is refused, naming the first, and
+# the directory is free again once the first is gone, even killed.
+"$spillway" train "$work/tiny.toml" --set "output.dir=$work/busy" --set train.steps=10000000 \
+  > "$work/busy1.txt" 2>&1 &
+first=$!
+for i in $(seq 600); do grep -q "^step " "$work/busy1.txt" && break; sleep 0.1; done
+"$spillway" train "$work/tiny.toml" --set "output.dir=$work/busy" > "$work/busy2.txt" 2>&1
+check "a second run in a busy output.dir exits 1" test $? -eq 1
+check "naming the run that holds it" one_line "$work/busy2.txt" \
+  "spillway: error: output.dir $work/busy is in use by another spillway train (pid $first on "
+"$spillway" evaluate "$work/tiny.toml" --set "output.dir=$work/busy" \
+  --checkpoint "$work/sampled/checkpoint-3.h5" > /dev/null 2>&1
+check "evaluating into it is not refused" test $? -eq 0
+kill -KILL $first
+wait $first 2>/dev/null
+"$spillway" train "$work/tiny.toml" --set "output.dir=$work/busy" > "$work/busy3.txt" 2>&1
+check "once that run is gone, even killed, the directory is free" test $? -eq 0
+
+# spillway sample: the prompt and exactly --bytes more, the same for the same seed.
 sample() {  # sample OUT ARGS...
   local out=$1; shift
   "$spillway" sample "$work/tiny.toml" --checkpoint "$work/sampled/checkpoint-3.h5" "$@" \
