@@ -42,21 +42,18 @@ Result<OutputDirLock> OutputDirLock::acquire(const std::string& dir) {
                                            " (set output.dir to a writable place)");
   }
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    const int failure = errno;
-    if (failure == ENOLCK || failure == EOPNOTSUPP) {
+    // Only another holder refuses the run. A file system without flock (Lustre mounted
+    // without -o flock answers ENOSYS, NFS without a lock manager ENOLCK) leaves it
+    // unguarded: the lock is a convenience, never a reason for a job not to run.
+    if (errno != EWOULDBLOCK) {
       ::close(fd);
       return OutputDirLock();
     }
-    std::string message;
-    if (failure == EWOULDBLOCK) {
-      message = "output.dir " + dir + " is in use by another spillway train (" + read_all(fd) +
-                "): wait for it to end, or give this run another output.dir";
-    } else {
-      message = "cannot lock " + path + ": " + std::strerror(failure);
-    }
+    const std::string message = "output.dir " + dir + " is in use by another spillway train (" +
+                                read_all(fd) +
+                                "): wait for it to end, or give this run another output.dir";
     ::close(fd);
-    return error(failure == EWOULDBLOCK ? StatusCode::invalid_argument : StatusCode::io_error,
-                 message);
+    return error(StatusCode::invalid_argument, message);
   }
   // Who holds it, for the message of a run refused later; the lock stands without it.
   const std::string holder = holder_description() + "\n";

@@ -15,8 +15,9 @@ namespace spw {
 class OutputDirLock {
  public:
   // Takes the lock of `dir` (which must exist) and records this process in it. Fails with
-  // invalid_argument, naming the process that holds it, when another does. Where the file
-  // system keeps no locks (ENOLCK, EOPNOTSUPP), the run goes on unguarded: an empty lock.
+  // invalid_argument, naming the process that holds it, when another does, and io_error when
+  // the lock file cannot be opened. Where the file system keeps no flock locks (any other
+  // failure of flock), the run goes on unguarded: an empty lock (held() false).
   static Result<OutputDirLock> acquire(const std::string& dir);
 
   OutputDirLock() = default;
