@@ -46,6 +46,12 @@ Status errno_error(const std::string& what) {
 static_assert(std::endian::native == std::endian::little,
               "checkpoint datasets are little-endian float32");
 
+std::int64_t elements_of(const std::vector<std::int64_t>& shape) {
+  std::int64_t elements = 1;
+  for (const std::int64_t extent : shape) elements *= extent;
+  return elements;
+}
+
 struct Layout {
   Hid dataset_create;  // contiguous, allocated at creation, never filled
   std::vector<std::int64_t> offsets;  // per spec in outline order; -1 when it has no bytes
@@ -64,10 +70,8 @@ Result<std::int64_t> create_dataset(hid_t loc, const std::string& name, const st
                          layout.dataset_create.get(), H5P_DEFAULT),
               H5Dclose);
   if (!dataset.valid()) return hdf5_error("creating dataset '" + label + "'");
-  std::int64_t numel = 1;
-  for (const std::int64_t d : shape) numel *= d;
   std::int64_t offset = -1;
-  if (numel > 0) {
+  if (elements_of(shape) > 0) {
     const haddr_t address = H5Dget_offset(dataset.get());
     if (address == HADDR_UNDEF) return hdf5_error("placing dataset '" + label + "'");
     offset = static_cast<std::int64_t>(address);
@@ -388,9 +392,7 @@ Status check_file_size_limit(const CheckpointOutline& outline) {
     std::int64_t bytes = 0;
     for (const CheckpointTensorSpec& s : specs) {
       if (!seen.insert(s.name).second) continue;
-      std::int64_t elements = 1;
-      for (std::int64_t extent : s.shape) elements *= extent;
-      bytes += elements * static_cast<std::int64_t>(sizeof(float));
+      bytes += elements_of(s.shape) * static_cast<std::int64_t>(sizeof(float));
       ++count;
     }
     return bytes;
